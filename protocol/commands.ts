@@ -1,0 +1,94 @@
+// Command kinds sent over the host stream, with their payloads and results (spec: "Command kinds").
+import type { Egress, ServiceRecord, VerifierSpec } from './spec.ts';
+
+export const COMMAND_KINDS = [
+  'host.report',
+  'env.create',
+  'env.snapshot',
+  'env.fork',
+  'env.rollback',
+  'env.exec',
+  'env.put',
+  'env.get',
+  'verify.collect',
+  'verify.run',
+  'env.destroy',
+] as const;
+/** In the protocol but never sent; sidecars answer them with `unknown command kind`. */
+export const RESERVED_KINDS = ['egress.set', 'clock.set', 'ingress.set'] as const;
+
+export type CommandKind = (typeof COMMAND_KINDS)[number];
+
+export const UNKNOWN_KIND_ERROR = 'unknown command kind';
+export const DEFAULT_EXEC_TIMEOUT_SEC = 120;
+export const MAX_ARCHIVE_BYTES = 32 * 1024 * 1024;
+
+export interface Capabilities {
+  hostname: string;
+  os: string;
+  arch: string;
+  cpus: number;
+  memory_mb: number;
+  disk_gb: number;
+  storage: 'zfs' | 'btrfs' | 'dir';
+  docker: string;
+  compose: boolean;
+  netns: boolean;
+  public_ip?: string;
+  denvd_version: string;
+}
+
+export interface Payloads {
+  'host.report': Record<string, never>;
+  'env.create': {
+    version: string;
+    services: ServiceRecord[];
+    volumes: string[];
+    from_snapshot: string;
+    warm: string[] | null;
+    egress: Egress;
+  };
+  'env.snapshot': { name: string; keep_paused?: string[] };
+  'env.fork': {
+    from_env: string;
+    from_snapshot: string;
+    services: ServiceRecord[];
+    volumes: string[];
+    egress: Egress;
+  };
+  'env.rollback': { snapshot: string };
+  'env.exec': { service: string; cmd: string[]; timeout_sec?: number };
+  'env.put': { service: string; path: string; tar_b64: string };
+  'env.get': { service: string; path: string };
+  'verify.collect': { id: string; agent_service: string; collect: string[] };
+  'verify.run': { id: string; verifier: VerifierSpec; refused: boolean };
+  'env.destroy': Record<string, never>;
+}
+
+export interface Results {
+  'host.report': { capabilities: Capabilities; environments?: string[]; load_avg?: number[] };
+  'env.create': {
+    endpoints: Record<string, string>;
+    /** Milliseconds from the start of `up` to every service healthy. */
+    started_in: number;
+    digests: Record<string, string>;
+    storage: string;
+    egress: 'allowed' | 'denied (verified)';
+  };
+  'env.snapshot': { snapshot: string; datasets: string[]; frozen_for: number; consistent: boolean };
+  'env.fork': { forked_in: number; endpoints: Record<string, string> };
+  'env.rollback': { snapshot: string; endpoints: Record<string, string> };
+  'env.exec': { exit_code: number; stdout: string; stderr: string };
+  'env.put': { path: string };
+  'env.get': { tar_b64: string };
+  'verify.collect': { files: number; bytes: number; missing: string[]; refused: string[] };
+  'verify.run': {
+    reward: number | null;
+    exit_code: number | null;
+    stdout: string;
+    stderr: string;
+    source: string;
+    ran_for: number;
+  };
+  'env.destroy': { destroyed: string };
+}

@@ -1,0 +1,92 @@
+// Frames of the host stream (spec: "Host stream protocol"). Every message is one JSON text frame.
+import type { Capabilities } from './commands.ts';
+
+export const FRAME_TYPES = ['hello', 'command', 'ack', 'progress', 'result', 'event', 'heartbeat'] as const;
+export type FrameType = (typeof FRAME_TYPES)[number];
+
+export const MAX_FRAME_BYTES = 16 * 1024 * 1024;
+export const HEARTBEAT_INTERVAL_MS = 10_000;
+export const HEARTBEAT_GRACE_MS = 60_000;
+/** WebSocket close code for every refusal; a sidecar treats it as fatal. */
+export const POLICY_VIOLATION = 1008;
+export const STREAM_PATH = '/v1/hosts/stream';
+
+export interface Frame {
+  type: FrameType;
+  host_id?: string;
+  command_id?: string;
+  kind?: string;
+  env_id?: string;
+  payload?: unknown;
+  ok?: boolean;
+  error?: string;
+  message?: string;
+  sent_at?: string;
+}
+
+export interface HelloPayload {
+  host_id: string;
+  token: string;
+  capabilities: Partial<Capabilities>;
+}
+
+/** The control plane's answer to a first join: the identity the sidecar must persist. */
+export interface HelloReply {
+  host_id: string;
+  secret: string;
+}
+
+export class FrameError extends Error {}
+
+const STRING_FIELDS = ['host_id', 'command_id', 'kind', 'env_id', 'error', 'message', 'sent_at'] as const;
+
+/** Parses and checks one frame; throws FrameError with a reason a peer can act on. */
+export function parseFrame(data: string): Frame {
+  let value: unknown;
+  try {
+    value = JSON.parse(data);
+  } catch {
+    throw new FrameError('frame is not valid JSON');
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new FrameError('frame must be a JSON object');
+  }
+  const f = value as Record<string, unknown>;
+  if (typeof f.type !== 'string' || !(FRAME_TYPES as readonly string[]).includes(f.type)) {
+    throw new FrameError(`frame type must be one of ${FRAME_TYPES.join(', ')}`);
+  }
+  for (const key of STRING_FIELDS) {
+    if (f[key] !== undefined && f[key] !== null && typeof f[key] !== 'string') {
+      throw new FrameError(`frame field ${key} must be a string`);
+    }
+  }
+  if (f.ok !== undefined && typeof f.ok !== 'boolean')
+    throw new FrameError('frame field ok must be a boolean');
+  const needsCommandId =
+    f.type === 'command' || f.type === 'ack' || f.type === 'progress' || f.type === 'result';
+  if (needsCommandId && (typeof f.command_id !== 'string' || f.command_id === '')) {
+    throw new FrameError(`${f.type} frame needs a command_id`);
+  }
+  if (f.type === 'result' && typeof f.ok !== 'boolean') throw new FrameError('result frame needs ok');
+  if (f.type === 'command' && typeof f.kind !== 'string') throw new FrameError('command frame needs a kind');
+  return f as unknown as Frame;
+}
+
+export function parseHello(frame: Frame): HelloPayload {
+  const p = frame.payload as Record<string, unknown> | undefined;
+  if (frame.type !== 'hello' || typeof p !== 'object' || p === null) {
+    throw new FrameError('first frame must be hello with a payload');
+  }
+  const hostId = p.host_id ?? '';
+  if (typeof hostId !== 'string') throw new FrameError('hello host_id must be a string');
+  if (typeof p.token !== 'string' || p.token === '') throw new FrameError('hello needs a token');
+  const caps = p.capabilities ?? {};
+  if (typeof caps !== 'object' || caps === null || Array.isArray(caps)) {
+    throw new FrameError('hello capabilities must be an object');
+  }
+  return { host_id: hostId, token: p.token, capabilities: caps as Partial<Capabilities> };
+}
+
+export function frame(type: FrameType, fields: Omit<Frame, 'type' | 'sent_at'> = {}): Frame {
+  return { type, ...fields, sent_at: new Date().toISOString() };
+}

@@ -1,0 +1,58 @@
+// Identifier prefixes (spec: "Conventions" 4) and generation. Ids sort by creation time: the first
+// ten characters encode milliseconds, so "newest first" listings can order by id.
+import { randomBytes } from 'node:crypto';
+
+export const PREFIX = {
+  env: 'env_',
+  version: 'ver_',
+  host: 'host_',
+  command: 'cmd_',
+  apiKey: 'dak_',
+  session: 'dst_',
+  deviceCode: 'ddc_',
+  joinToken: 'djt_',
+  hostSecret: 'dhs_',
+  // Not fixed by the spec; chosen here.
+  team: 'team_',
+  user: 'usr_',
+  key: 'key_',
+  project: 'prj_',
+  deployment: 'dep_',
+  cloud: 'cld_',
+  event: 'evt_',
+} as const;
+
+const CROCKFORD = '0123456789abcdefghjkmnpqrstvwxyz';
+
+function timePart(ms: number): string {
+  let out = '';
+  let n = ms;
+  for (let i = 0; i < 10; i++) {
+    out = CROCKFORD[n % 32] + out;
+    n = Math.floor(n / 32);
+  }
+  return out;
+}
+
+let lastMs = 0;
+let counter = 0;
+
+/** A time-ordered object id: prefix + 10 chars of time + 4 chars of counter + 8 random chars. */
+export function newId(prefix: string): string {
+  const now = Date.now();
+  if (now === lastMs) counter++;
+  else {
+    lastMs = now;
+    counter = 0;
+  }
+  const rnd = randomBytes(5);
+  let tail = '';
+  for (let i = 0; i < 8; i++) tail += CROCKFORD[(rnd[i % 5] >> (i < 5 ? 0 : 3)) & 31];
+  const seq = counter.toString(32).padStart(4, '0').slice(-4);
+  return `${prefix}${timePart(now)}${seq}${tail}`;
+}
+
+/** A bearer secret: prefix + 43 chars of base64url (256 random bits). */
+export function newSecret(prefix: string): string {
+  return `${prefix}${randomBytes(32).toString('base64url')}`;
+}

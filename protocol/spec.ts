@@ -1,0 +1,72 @@
+// The environment spec: what the control plane renders from a compose file and sends to a host.
+// It is stored as a version's `Spec` and carried in env.create / env.fork payloads, so both sides
+// (server/compose renders it, sidecar/ renders it back into a compose file) share these shapes.
+
+export const DEFAULT_RESOURCES = { memory_mb: 4096, pids: 2048, cpus: 2.0 } as const;
+
+/** Zero in any field means "the sidecar default" (DEFAULT_RESOURCES). */
+export interface Resources {
+  memory_mb: number;
+  pids: number;
+  cpus: number;
+}
+
+export interface HealthCheck {
+  /** Normalised compose form: ['CMD', ...argv] or ['CMD-SHELL', 'shell text'] or ['NONE']. */
+  test: string[];
+  /** Compose duration strings ('10s', '1m30s', '500ms'); empty when unset. */
+  interval: string;
+  retries: number;
+  timeout?: string;
+  start_period?: string;
+}
+
+export type DependsCondition = 'service_started' | 'service_healthy' | 'service_completed_successfully';
+
+export interface ServiceRecord {
+  name: string;
+  /** Image reference as written in the compose file. Digests are read back after start. */
+  image: string;
+  env: Record<string, string>;
+  /** Short syntax, normalised: '[published:]target[/protocol]'. The host IP part is dropped: the sidecar decides binding. */
+  ports: string[];
+  /** '<volume>:<path>' or '<volume>:<path>:ro'; only named volumes exist in a spec. */
+  volumes: string[];
+  health: HealthCheck | null;
+  depends_on: Record<string, { condition: DependsCondition }>;
+  /** As in the compose file: a string (split by compose, not a shell) or an argv list; null when unset. */
+  command: string | string[] | null;
+  entrypoint: string | string[] | null;
+  /** '' when unset. */
+  user: string;
+  working_dir: string;
+  resources: Resources;
+}
+
+export interface VerifierSpec {
+  image?: string;
+  service?: string;
+  command: string | string[];
+  /** Absolute paths collected from the agent service. */
+  collect: string[];
+  timeout_sec: number;
+}
+
+export type Egress = 'deny' | 'allow';
+
+export interface EnvSpec {
+  services: ServiceRecord[];
+  /** Named volumes declared by the stack; each becomes one dataset on the host. */
+  volumes: string[];
+  egress: Egress;
+  agent: { service: string } | null;
+  verifier: VerifierSpec | null;
+}
+
+export function effectiveResources(r: Resources): Resources {
+  return {
+    memory_mb: r.memory_mb > 0 ? r.memory_mb : DEFAULT_RESOURCES.memory_mb,
+    pids: r.pids > 0 ? r.pids : DEFAULT_RESOURCES.pids,
+    cpus: r.cpus > 0 ? r.cpus : DEFAULT_RESOURCES.cpus,
+  };
+}

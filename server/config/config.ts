@@ -1,0 +1,150 @@
+// Control plane configuration (spec: "Control plane configuration"), parsed once into a typed
+// object. Flags accept Go-style `-addr` as well as `--addr`; each falls back to its SVC_* variable.
+import { parseArgs } from 'node:util';
+
+export interface Config {
+  host: string;
+  port: number;
+  /** Embedded-file path or postgres:// DSN. */
+  db: string;
+  /** `db` with any password replaced, for logs. */
+  dbRedacted: string;
+  publicUrl: string;
+  sidecarUrl: string;
+  verbose: boolean;
+  /** `--dev`: also join this machine as a host through a local sidecar when Docker is reachable. */
+  dev: boolean;
+  team: string;
+  bootstrapKey: string;
+  consoleUrl: string;
+  devLogin: boolean;
+  codehost: {
+    clientId: string;
+    clientSecret: string;
+    appId: string;
+    appPrivateKey: string;
+    webhookSecret: string;
+    apiUrl: string;
+  };
+  releasesDir: string;
+}
+
+export class ConfigError extends Error {}
+
+const FLAGS = ['addr', 'db', 'public-url', 'sidecar-url', 'v', 'dev', 'help'] as const;
+
+/** `-addr x` / `-addr=x` → `--addr x`: Go's flag style is what the spec prints. */
+function normaliseArgs(argv: string[]): string[] {
+  return argv.map((a) => {
+    const m = /^-([a-z][a-z-]*)(=.*)?$/.exec(a);
+    if (m && (FLAGS as readonly string[]).includes(m[1])) return `--${m[1]}${m[2] ?? ''}`;
+    return a;
+  });
+}
+
+export function parseAddr(addr: string): { host: string; port: number } {
+  const m = /^(?:\[([^\]]+)\]|([^:]*)):(\d{1,5})$/.exec(addr);
+  if (!m) throw new ConfigError(`-addr: '${addr}' is not host:port or :port`);
+  const port = Number(m[3]);
+  if (port > 65535) throw new ConfigError(`-addr: port ${port} is out of range`);
+  return { host: m[1] ?? (m[2] || '0.0.0.0'), port };
+}
+
+function httpUrl(name: string, value: string): string {
+  let u: URL;
+  try {
+    u = new URL(value);
+  } catch {
+    throw new ConfigError(`${name}: '${value}' is not a URL`);
+  }
+  if (u.protocol !== 'http:' && u.protocol !== 'https:')
+    throw new ConfigError(`${name}: must be http:// or https://`);
+  return value.replace(/\/+$/, '');
+}
+
+export function redactDsn(target: string): string {
+  return target.replace(/^(postgres(?:ql)?:\/\/[^:/@]*:)([^@]*)@/i, '$1***@');
+}
+
+function assembleDsn(env: NodeJS.ProcessEnv): string {
+  const host = env.SVC_DB_HOST as string;
+  const port = env.SVC_DB_PORT || '5432';
+  if (!/^\d{1,5}$/.test(port)) throw new ConfigError(`SVC_DB_PORT: '${port}' is not a port`);
+  const user = encodeURIComponent(env.SVC_DB_USER || 'svc');
+  const pass = env.SVC_DB_PASSWORD ? `:${encodeURIComponent(env.SVC_DB_PASSWORD)}` : '';
+  const name = encodeURIComponent(env.SVC_DB_NAME || 'svc');
+  const sslmode = encodeURIComponent(env.SVC_DB_SSLMODE || 'require');
+  const h = host.includes(':') && !host.startsWith('[') ? `[${host}]` : host;
+  return `postgres://${user}${pass}@${h}:${port}/${name}?sslmode=${sslmode}`;
+}
+
+export const USAGE = `usage: svc-server [-addr :8080] [-db svc.db|postgres://...] [-public-url URL] [-sidecar-url URL] [-v] [--dev]`;
+
+export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env): Config {
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    ({ values } = parseArgs({
+      args: normaliseArgs(argv),
+      options: {
+        addr: { type: 'string' },
+        db: { type: 'string' },
+        'public-url': { type: 'string' },
+        'sidecar-url': { type: 'string' },
+        v: { type: 'boolean' },
+        dev: { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
+      },
+      strict: true,
+      allowPositionals: false,
+    }));
+  } catch (err) {
+    throw new ConfigError(`${(err as Error).message}\n${USAGE}`);
+  }
+  if (values.help) throw new ConfigError(USAGE);
+  const { host, port } = parseAddr((values.addr as string) ?? env.SVC_ADDR ?? ':8080');
+  const db = (values.db as string) ?? env.SVC_DB ?? (env.SVC_DB_HOST ? assembleDsn(env) : 'svc.db');
+  if (db === '') throw new ConfigError('-db: empty');
+  const publicUrl = httpUrl(
+    '-public-url',
+    (values['public-url'] as string) ?? env.SVC_PUBLIC_URL ?? 'http://localhost:8080',
+  );
+  const sidecarUrl = httpUrl(
+    '-sidecar-url',
+    (values['sidecar-url'] as string) ?? env.SVC_SIDECAR_URL ?? `${publicUrl}/svcd`,
+  );
+  const consoleUrl = env.SVC_CONSOLE_URL ? httpUrl('SVC_CONSOLE_URL', env.SVC_CONSOLE_URL) : '';
+  const bootstrapKey = env.SVC_BOOTSTRAP_KEY ?? '';
+  if (bootstrapKey && !/^dak_[A-Za-z0-9_-]{16,}$/.test(bootstrapKey)) {
+    throw new ConfigError(
+      'SVC_BOOTSTRAP_KEY: must be dak_ followed by at least 16 characters of [A-Za-z0-9_-]',
+    );
+  }
+  if (env.SVC_DEV_LOGIN && env.SVC_DEV_LOGIN !== '1' && env.SVC_DEV_LOGIN !== '0') {
+    throw new ConfigError(`SVC_DEV_LOGIN: '${env.SVC_DEV_LOGIN}' must be 1 or 0`);
+  }
+  return {
+    host,
+    port,
+    db,
+    dbRedacted: redactDsn(db),
+    publicUrl,
+    sidecarUrl,
+    verbose: Boolean(values.v),
+    dev: Boolean(values.dev),
+    team: env.SVC_TEAM || 'default',
+    bootstrapKey,
+    consoleUrl,
+    devLogin: env.SVC_DEV_LOGIN === '1',
+    codehost: {
+      clientId: env.SVC_CODEHOST_CLIENT_ID ?? '',
+      clientSecret: env.SVC_CODEHOST_CLIENT_SECRET ?? '',
+      appId: env.SVC_CODEHOST_APP_ID ?? '',
+      appPrivateKey: env.SVC_CODEHOST_APP_PRIVATE_KEY ?? '',
+      webhookSecret: env.SVC_CODEHOST_WEBHOOK_SECRET ?? '',
+      apiUrl: env.SVC_CODEHOST_API_URL
+        ? httpUrl('SVC_CODEHOST_API_URL', env.SVC_CODEHOST_API_URL)
+        : 'https://api.github.com',
+    },
+    releasesDir: env.SVC_RELEASES_DIR || 'bin',
+  };
+}

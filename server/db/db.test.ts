@@ -1,0 +1,78 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { dbTarget, forEachDialect } from '../../test/support/server.ts';
+import { migrate } from './migrate.ts';
+import { openDb } from './open.ts';
+import { toPgPlaceholders } from './postgres.ts';
+import { MIGRATIONS } from './schema.ts';
+import type { Db } from './types.ts';
+
+test('placeholders are rewritten outside quotes only', () => {
+  assert.equal(toPgPlaceholders('SELECT ? , \'?\' , "a?" , ?'), 'SELECT $1 , \'?\' , "a?" , $2');
+});
+
+forEachDialect('query layer', (dialect) => {
+  let db: Db;
+  let target: string;
+  let cleanup = () => {};
+  before(async () => {
+    ({ target, cleanup } = await dbTarget(dialect));
+    ({ db } = await openDb(target));
+  });
+  after(async () => {
+    await db.close();
+    cleanup();
+  });
+
+  test('migrations are idempotent on an existing database', async () => {
+    const again = await migrate(db, MIGRATIONS);
+    assert.deepEqual(
+      again.map((s) => s.status),
+      MIGRATIONS.map(() => 'already applied'),
+    );
+  });
+
+  test('a failing migration reports per step and stops', async () => {
+    const steps = await migrate(db, [
+      ...MIGRATIONS,
+      { version: 900, name: 'broken', up: () => ['CREATE TABLE nope ('] },
+      { version: 901, name: 'after', up: () => ['CREATE TABLE later (x INTEGER)'] },
+    ]);
+    assert.equal(steps.at(-2)?.status, 'failed');
+    assert.match(steps.at(-2)?.error ?? '', /syntax|incomplete|error/i);
+    assert.equal(steps.at(-1)?.status, 'not run');
+  });
+
+  test('transactions commit and roll back', async () => {
+    await db.transaction(async (tx) => {
+      await tx.run('INSERT INTO teams (id, name, created_at) VALUES (?, ?, ?)', ['t1', 'one', 'x']);
+    });
+    await assert.rejects(
+      db.transaction(async (tx) => {
+        await tx.run('INSERT INTO teams (id, name, created_at) VALUES (?, ?, ?)', ['t2', 'two', 'x']);
+        throw new Error('boom');
+      }),
+      /boom/,
+    );
+    const rows = await db.all<{ id: string }>('SELECT id FROM teams ORDER BY id');
+    assert.deepEqual(
+      rows.map((r) => r.id),
+      ['t1'],
+    );
+  });
+
+  test('concurrent transactions never interleave (sqlite lock)', {
+    skip: dialect !== 'sqlite' && 'postgres isolates transactions itself',
+  }, async () => {
+    await db.run("INSERT INTO teams (id, name, created_at) VALUES ('c', '0', 'x')");
+    const bump = () =>
+      db.transaction(async (tx) => {
+        const r = await tx.get<{ name: string }>("SELECT name FROM teams WHERE id = 'c'");
+        await new Promise((res) => setTimeout(res, 2));
+        await tx.run("UPDATE teams SET name = ? WHERE id = 'c'", [String(Number(r?.name) + 1)]);
+      });
+    await Promise.all(Array.from({ length: 10 }, bump));
+    const r = await db.get<{ name: string }>("SELECT name FROM teams WHERE id = 'c'");
+    assert.equal(r?.name, '10');
+  });
+});

@@ -1,0 +1,54 @@
+// Versioned, idempotent migrations run on every start. Like Kysely's migrator, it returns one
+// result per step instead of throwing halfway, so the caller can report exactly what happened.
+import type { Db, Dialect } from './types.ts';
+
+export interface Migration {
+  version: number;
+  name: string;
+  up: (d: Dialect) => string[];
+}
+
+export interface StepResult {
+  version: number;
+  name: string;
+  status: 'applied' | 'already applied' | 'failed' | 'not run';
+  error?: string;
+}
+
+export async function migrate(db: Db, migrations: readonly Migration[]): Promise<StepResult[]> {
+  await db.run(
+    'CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)',
+  );
+  const done = new Set(
+    (await db.all<{ version: number }>('SELECT version FROM schema_migrations')).map((r) =>
+      Number(r.version),
+    ),
+  );
+  const results: StepResult[] = [];
+  let failed = false;
+  for (const m of [...migrations].sort((a, b) => a.version - b.version)) {
+    if (failed) {
+      results.push({ version: m.version, name: m.name, status: 'not run' });
+      continue;
+    }
+    if (done.has(m.version)) {
+      results.push({ version: m.version, name: m.name, status: 'already applied' });
+      continue;
+    }
+    try {
+      await db.transaction(async (tx) => {
+        for (const stmt of m.up(db.dialect)) await tx.run(stmt);
+        await tx.run('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)', [
+          m.version,
+          m.name,
+          new Date().toISOString(),
+        ]);
+      });
+      results.push({ version: m.version, name: m.name, status: 'applied' });
+    } catch (err) {
+      failed = true;
+      results.push({ version: m.version, name: m.name, status: 'failed', error: (err as Error).message });
+    }
+  }
+  return results;
+}

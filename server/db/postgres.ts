@@ -1,0 +1,83 @@
+// Postgres for a `postgres://` DSN. Placeholders are rewritten from `?` to `$n` once per SQL text.
+import pg from 'pg';
+import type { Db, Dialect, Param, Queryable } from './types.ts';
+
+const DIALECT: Dialect = { name: 'postgres', serial: 'BIGSERIAL PRIMARY KEY' };
+
+const rewritten = new Map<string, string>();
+
+/** `?` → `$1..$n`, leaving quoted strings alone. */
+export function toPgPlaceholders(sql: string): string {
+  const hit = rewritten.get(sql);
+  if (hit) return hit;
+  let out = '';
+  let n = 0;
+  let quote: string | null = null;
+  for (const ch of sql) {
+    if (quote) {
+      if (ch === quote) quote = null;
+      out += ch;
+    } else if (ch === "'" || ch === '"') {
+      quote = ch;
+      out += ch;
+    } else if (ch === '?') {
+      out += `$${++n}`;
+    } else out += ch;
+  }
+  rewritten.set(sql, out);
+  return out;
+}
+
+function over(client: pg.Pool | pg.PoolClient): Queryable {
+  return {
+    all: async <T>(sql: string, params: readonly Param[] = []) =>
+      (await client.query(toPgPlaceholders(sql), params as unknown[])).rows as T[],
+    get: async <T>(sql: string, params: readonly Param[] = []) =>
+      (await client.query(toPgPlaceholders(sql), params as unknown[])).rows[0] as T | undefined,
+    run: async (sql: string, params: readonly Param[] = []) => ({
+      changes: (await client.query(toPgPlaceholders(sql), params as unknown[])).rowCount ?? 0,
+    }),
+  };
+}
+
+export class PostgresDb implements Db {
+  readonly dialect = DIALECT;
+  #pool: pg.Pool;
+  #q: Queryable;
+
+  constructor(dsn: string) {
+    this.#pool = new pg.Pool({ connectionString: dsn, max: 10 });
+    // An idle client that loses its server must not crash the process.
+    this.#pool.on('error', () => {});
+    this.#q = over(this.#pool);
+  }
+
+  all<T>(sql: string, params?: readonly Param[]): Promise<T[]> {
+    return this.#q.all<T>(sql, params);
+  }
+  get<T>(sql: string, params?: readonly Param[]): Promise<T | undefined> {
+    return this.#q.get<T>(sql, params);
+  }
+  run(sql: string, params?: readonly Param[]): Promise<{ changes: number }> {
+    return this.#q.run(sql, params);
+  }
+
+  async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
+    const client = await this.#pool.connect();
+    try {
+      await client.query('BEGIN');
+      const out = await fn(over(client));
+      await client.query('COMMIT');
+      return out;
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => {});
+      throw err;
+    } finally {
+      client.release();
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.#pool.end();
+  }
+}

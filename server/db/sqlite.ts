@@ -1,0 +1,88 @@
+// The embedded default: node:sqlite (built into Node 24, no native addon). WAL with a 5 s busy
+// timeout (spec "Process rules" 1). node:sqlite is synchronous, so a transaction that awaits must
+// not let other callers' statements run inside it: a lock queues everyone else until it ends.
+import { DatabaseSync, type StatementSync } from 'node:sqlite';
+import type { Db, Dialect, Param, Queryable } from './types.ts';
+
+const DIALECT: Dialect = { name: 'sqlite', serial: 'INTEGER PRIMARY KEY AUTOINCREMENT' };
+
+export class SqliteDb implements Db {
+  readonly dialect = DIALECT;
+  #db: DatabaseSync;
+  #stmts = new Map<string, StatementSync>();
+  #lock: Promise<void> | null = null;
+
+  constructor(path: string) {
+    this.#db = new DatabaseSync(path, { timeout: 5000 });
+    this.#db.exec('PRAGMA journal_mode = WAL');
+    this.#db.exec('PRAGMA synchronous = NORMAL');
+    this.#db.exec('PRAGMA foreign_keys = ON');
+  }
+
+  #stmt(sql: string): StatementSync {
+    let s = this.#stmts.get(sql);
+    if (!s) {
+      s = this.#db.prepare(sql);
+      this.#stmts.set(sql, s);
+    }
+    return s;
+  }
+
+  #direct: Queryable = {
+    all: async <T>(sql: string, params: readonly Param[] = []) => this.#stmt(sql).all(...params) as T[],
+    get: async <T>(sql: string, params: readonly Param[] = []) =>
+      this.#stmt(sql).get(...params) as T | undefined,
+    run: async (sql: string, params: readonly Param[] = []) => {
+      const r = this.#stmt(sql).run(...params);
+      return { changes: Number(r.changes) };
+    },
+  };
+
+  async #idle(): Promise<void> {
+    while (this.#lock) await this.#lock;
+  }
+
+  async all<T>(sql: string, params?: readonly Param[]): Promise<T[]> {
+    if (this.#lock) await this.#idle();
+    return this.#direct.all<T>(sql, params);
+  }
+
+  async get<T>(sql: string, params?: readonly Param[]): Promise<T | undefined> {
+    if (this.#lock) await this.#idle();
+    return this.#direct.get<T>(sql, params);
+  }
+
+  async run(sql: string, params?: readonly Param[]): Promise<{ changes: number }> {
+    if (this.#lock) await this.#idle();
+    return this.#direct.run(sql, params);
+  }
+
+  async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
+    // Check and take the lock in the same continuation, so two waiters cannot both take it.
+    while (this.#lock) await this.#lock;
+    let release!: () => void;
+    this.#lock = new Promise<void>((r) => {
+      release = r;
+    });
+    try {
+      this.#db.exec('BEGIN IMMEDIATE');
+      try {
+        const out = await fn(this.#direct);
+        this.#db.exec('COMMIT');
+        return out;
+      } catch (err) {
+        this.#db.exec('ROLLBACK');
+        throw err;
+      }
+    } finally {
+      this.#lock = null;
+      release();
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.#idle();
+    this.#stmts.clear();
+    if (this.#db.isOpen) this.#db.close();
+  }
+}

@@ -1,0 +1,43 @@
+// One query layer over both storage engines. SQL is written once with `?` placeholders and
+// portable types (TEXT, INTEGER); dialect differences are capability flags, not branches
+// scattered through repositories.
+
+export type Param = string | number | bigint | null;
+
+export interface Dialect {
+  name: 'sqlite' | 'postgres';
+  /** DDL type for an auto-incrementing integer key. */
+  serial: string;
+}
+
+export interface Queryable {
+  all<T = Record<string, unknown>>(sql: string, params?: readonly Param[]): Promise<T[]>;
+  get<T = Record<string, unknown>>(sql: string, params?: readonly Param[]): Promise<T | undefined>;
+  run(sql: string, params?: readonly Param[]): Promise<{ changes: number }>;
+}
+
+export interface Db extends Queryable {
+  readonly dialect: Dialect;
+  /** Runs `fn` in one transaction; commits when it resolves, rolls back when it throws. */
+  transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
+  close(): Promise<void>;
+}
+
+/** Booleans are stored as 0/1 in both dialects. */
+export const bool = (v: boolean): number => (v ? 1 : 0);
+export const isTrue = (v: unknown): boolean => v === 1 || v === '1' || v === true;
+
+export function json(value: unknown): string {
+  return JSON.stringify(value ?? null);
+}
+
+export function parseJson<T>(text: unknown, fallback: T): T {
+  if (typeof text !== 'string' || text === '') return fallback;
+  try {
+    return JSON.parse(text) as T;
+  } catch {
+    return fallback;
+  }
+}
+
+export const now = (): string => new Date().toISOString();

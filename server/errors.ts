@@ -1,0 +1,68 @@
+// The typed error hierarchy of the control plane. Domain code throws these; the HTTP layer maps
+// them to `{error: message}` with the status; deployments record `<phase>: <message>`.
+
+export class SvcError extends Error {
+  readonly status: number;
+  constructor(status: number, message: string) {
+    super(message);
+    this.status = status;
+    this.name = new.target.name;
+  }
+}
+
+export class BadRequest extends SvcError {
+  constructor(message: string) {
+    super(400, message);
+  }
+}
+export class Unauthorized extends SvcError {
+  constructor(message = 'unauthorized') {
+    super(401, message);
+  }
+}
+export class Forbidden extends SvcError {
+  constructor(message = 'forbidden') {
+    super(403, message);
+  }
+}
+export class NotFound extends SvcError {
+  constructor(message = 'not found') {
+    super(404, message);
+  }
+}
+export class Conflict extends SvcError {
+  constructor(message: string) {
+    super(409, message);
+  }
+}
+export class Gone extends SvcError {
+  constructor(message: string) {
+    super(410, message);
+  }
+}
+export class TooLarge extends SvcError {
+  constructor(message: string) {
+    super(413, message);
+  }
+}
+export class PreconditionRequired extends SvcError {
+  constructor(message: string) {
+    super(428, message);
+  }
+}
+/** The host or an upstream refused or could not run the command. */
+export class Upstream extends SvcError {
+  constructor(message: string) {
+    super(502, message);
+  }
+}
+export class NotConfigured extends SvcError {
+  constructor(message: string) {
+    super(503, message);
+  }
+}
+export class Timeout extends SvcError {
+  constructor(message: string) {
+    super(504, message);
+  }
+}

@@ -1,0 +1,108 @@
+// svc-server: open and migrate the database, bootstrap the first team, serve HTTP and the host
+// stream, and shut down cleanly. The lifecycle is explicit: starting → serving → stopping → stopped.
+import type { FastifyBaseLogger } from 'fastify';
+import { type Config, ConfigError, parseConfig } from './config/config.ts';
+import type { AppContext } from './context.ts';
+import { openDb } from './db/open.ts';
+import { type App, createHttpApp } from './http/app.ts';
+import { Authenticator, installAuth } from './identity/auth.ts';
+import { bootstrap } from './identity/store.ts';
+import { registerRoutes } from './routes.ts';
+
+export const VERSION = process.env.SVC_BUILD_VERSION || 'dev';
+export const SHUTDOWN_WAIT_MS = 10_000;
+
+export type Lifecycle = 'starting' | 'serving' | 'stopping' | 'stopped';
+
+export interface Server {
+  app: App;
+  ctx: AppContext;
+  url: string;
+  state(): Lifecycle;
+  close(): Promise<void>;
+}
+
+export interface StartOptions {
+  /** A pino logger or `false` (tests); default: pino at info, debug with -v. */
+  logger?: FastifyBaseLogger | false;
+  /** Where the generated bootstrap key is printed; stderr by default. */
+  announce?: (line: string) => void;
+}
+
+export async function startServer(config: Config, opts: StartOptions = {}): Promise<Server> {
+  let state: Lifecycle = 'starting';
+  const logger =
+    opts.logger ?? ({ level: config.verbose ? 'debug' : 'info' } as unknown as FastifyBaseLogger);
+  const { db, steps } = await openDb(config.db);
+  const announce = opts.announce ?? ((line: string) => process.stderr.write(`${line}\n`));
+  const app = await createHttpApp({
+    logger: logger === false ? false : logger,
+    version: VERSION,
+    verbose: config.verbose,
+  });
+  app.log.info(
+    { db: config.dbRedacted, migrations: steps.filter((s) => s.status === 'applied').length },
+    'database ready',
+  );
+  const boot = await bootstrap(db, config.team, config.bootstrapKey);
+  if (boot) {
+    app.log.info({ team: boot.team.Name }, 'bootstrapped first team');
+    if (boot.generated) announce(`bootstrap API key for team ${boot.team.Name} (shown once): ${boot.apiKey}`);
+  }
+  const auth = new Authenticator(db);
+  const ctx: AppContext = { config, db, auth };
+  installAuth(app, auth);
+  await registerRoutes(app, ctx);
+  await app.listen({ host: config.host, port: config.port });
+  const addr = app.server.address();
+  const port = typeof addr === 'object' && addr ? addr.port : config.port;
+  const url = `http://${config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host}:${port}`;
+  state = 'serving';
+
+  let closing: Promise<void> | null = null;
+  const close = () => {
+    closing ??= (async () => {
+      state = 'stopping';
+      // Stop accepting, wait up to 10 s for in-flight requests, then cut what is left.
+      const timer = setTimeout(() => app.server.closeAllConnections(), SHUTDOWN_WAIT_MS);
+      await app.close().catch(() => {});
+      clearTimeout(timer);
+      await db.close();
+      state = 'stopped';
+    })();
+    return closing;
+  };
+  return { app, ctx, url, state: () => state, close };
+}
+
+/** The program: parse flags, start, and stop on SIGINT/SIGTERM. */
+export async function main(argv: string[]): Promise<void> {
+  let config: Config;
+  try {
+    config = parseConfig(argv);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`svc-server: ${err.message}\n`);
+      process.exit(2);
+    }
+    throw err;
+  }
+  let server: Server;
+  try {
+    server = await startServer(config);
+  } catch (err) {
+    process.stderr.write(`svc-server: ${(err as Error).message}\n`);
+    process.exit(1);
+  }
+  server.app.log.info(
+    { addr: `${config.host}:${config.port}`, public_url: config.publicUrl },
+    'svc-server listening',
+  );
+  const stop = async (signal: string) => {
+    server.app.log.info({ signal }, 'shutting down');
+    await server.close();
+    process.exit(0);
+  };
+  process.once('SIGINT', () => void stop('SIGINT'));
+  process.once('SIGTERM', () => void stop('SIGTERM'));
+}
