@@ -4,8 +4,15 @@ import type { Config } from './config/config.ts';
 import type { Db } from './db/types.ts';
 import type { Authenticator } from './identity/auth.ts';
 
+/** The hub's live view of sidecar streams (server/hosts). */
+export interface HostConnectivity {
+  /** True while a sidecar host has an open stream. Driver hosts are answered by their kind, not here. */
+  isConnected(hostId: string): boolean;
+}
+
 export interface AppContext {
   config: Config;
   db: Db;
   auth: Authenticator;
+  hub: HostConnectivity;
 }

@@ -50,7 +50,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     if (boot.generated) announce(`bootstrap API key for team ${boot.team.Name} (shown once): ${boot.apiKey}`);
   }
   const auth = new Authenticator(db);
-  const ctx: AppContext = { config, db, auth };
+  const ctx: AppContext = { config, db, auth, hub: { isConnected: () => false } };
   installAuth(app, auth);
   await registerRoutes(app, ctx);
   await app.listen({ host: config.host, port: config.port });

@@ -41,3 +41,23 @@ export function parseJson<T>(text: unknown, fallback: T): T {
 }
 
 export const now = (): string => new Date().toISOString();
+
+/**
+ * `UPDATE <table> SET <only the defined columns> WHERE <where>`: the one way repositories apply
+ * a partial patch. Table and column names come from code, never from input.
+ */
+export async function updateColumns(
+  q: Queryable,
+  table: string,
+  cols: Record<string, Param | undefined>,
+  where: string,
+  whereParams: readonly Param[],
+): Promise<number> {
+  const set = Object.entries(cols).filter(([, v]) => v !== undefined);
+  if (set.length === 0) return 0;
+  const r = await q.run(`UPDATE ${table} SET ${set.map(([c]) => `${c} = ?`).join(', ')} WHERE ${where}`, [
+    ...set.map(([, v]) => v as Param),
+    ...whereParams,
+  ]);
+  return r.changes;
+}

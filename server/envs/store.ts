@@ -1,0 +1,231 @@
+// Environments and their versions: rows ↔ the spec's records. Every read is scoped to a team so
+// another team's objects are simply "not found".
+import { newId, PREFIX } from '../../protocol/ids.ts';
+import type { EnvSpec } from '../../protocol/spec.ts';
+import { bool, isTrue, json, now, parseJson, type Queryable, updateColumns } from '../db/types.ts';
+
+/**
+ * Environment `Status`. The spec names `failed` and `destroyed`; the rest is ours:
+ * `empty` (created, never deployed), `deploying`, `running`, `destroying`.
+ */
+export type EnvStatus = 'empty' | 'deploying' | 'running' | 'failed' | 'destroying' | 'destroyed';
+export type Stage = 'alpha' | 'fork' | 'verify' | string;
+
+export interface Environment {
+  ID: string;
+  ProjectID: string;
+  Name: string;
+  Stage: Stage;
+  HostID: string;
+  ParentVersionID: string;
+  CurrentVersionID: string;
+  Status: EnvStatus;
+  CreatedAt: string;
+  Endpoints: Record<string, string>;
+}
+
+export interface Version {
+  ID: string;
+  ProjectID: string;
+  EnvID: string;
+  Number: number;
+  Spec: EnvSpec;
+  Snapshot: string;
+  Healthy: boolean;
+  CreatedAt: string;
+}
+
+interface EnvRow {
+  id: string;
+  project_id: string;
+  team_id: string;
+  name: string;
+  stage: string;
+  host_id: string;
+  parent_version_id: string;
+  current_version_id: string;
+  status: string;
+  endpoints: string;
+  created_at: string;
+}
+
+interface VersionRow {
+  id: string;
+  project_id: string;
+  env_id: string;
+  number: number | string;
+  spec: string;
+  snapshot: string;
+  healthy: number;
+  created_at: string;
+}
+
+export const envOf = (r: EnvRow): Environment => ({
+  ID: r.id,
+  ProjectID: r.project_id,
+  Name: r.name,
+  Stage: r.stage,
+  HostID: r.host_id,
+  ParentVersionID: r.parent_version_id,
+  CurrentVersionID: r.current_version_id,
+  Status: r.status as EnvStatus,
+  CreatedAt: r.created_at,
+  Endpoints: parseJson(r.endpoints, {}),
+});
+
+const versionOf = (r: VersionRow): Version => ({
+  ID: r.id,
+  ProjectID: r.project_id,
+  EnvID: r.env_id,
+  Number: Number(r.number),
+  Spec: parseJson(r.spec, {} as EnvSpec),
+  Snapshot: r.snapshot,
+  Healthy: isTrue(r.healthy),
+  CreatedAt: r.created_at,
+});
+
+export interface NewEnv {
+  projectId: string;
+  teamId: string;
+  name: string;
+  stage: Stage;
+  hostId?: string;
+  parentVersionId?: string;
+  currentVersionId?: string;
+  status?: EnvStatus;
+}
+
+export async function insertEnv(q: Queryable, e: NewEnv): Promise<Environment> {
+  const row: EnvRow = {
+    id: newId(PREFIX.env),
+    project_id: e.projectId,
+    team_id: e.teamId,
+    name: e.name,
+    stage: e.stage,
+    host_id: e.hostId ?? '',
+    parent_version_id: e.parentVersionId ?? '',
+    current_version_id: e.currentVersionId ?? '',
+    status: e.status ?? 'empty',
+    endpoints: '{}',
+    created_at: now(),
+  };
+  await q.run(
+    `INSERT INTO environments (id, project_id, team_id, name, stage, host_id, parent_version_id, current_version_id,
+      status, endpoints, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    [
+      row.id,
+      row.project_id,
+      row.team_id,
+      row.name,
+      row.stage,
+      row.host_id,
+      row.parent_version_id,
+      row.current_version_id,
+      row.status,
+      row.endpoints,
+      row.created_at,
+    ],
+  );
+  return envOf(row);
+}
+
+export async function getEnv(q: Queryable, teamId: string, id: string): Promise<Environment | undefined> {
+  const r = await q.get<EnvRow>('SELECT * FROM environments WHERE id = ? AND team_id = ?', [id, teamId]);
+  return r && envOf(r);
+}
+
+export async function findEnvByName(
+  q: Queryable,
+  projectId: string,
+  name: string,
+): Promise<Environment | undefined> {
+  const r = await q.get<EnvRow>('SELECT * FROM environments WHERE project_id = ? AND name = ?', [
+    projectId,
+    name,
+  ]);
+  return r && envOf(r);
+}
+
+export async function listEnvs(q: Queryable, teamId: string, projectId: string): Promise<Environment[]> {
+  const rows = await q.all<EnvRow>(
+    'SELECT * FROM environments WHERE team_id = ? AND project_id = ? ORDER BY created_at, id',
+    [teamId, projectId],
+  );
+  return rows.map(envOf);
+}
+
+export interface EnvPatch {
+  status?: EnvStatus;
+  hostId?: string;
+  currentVersionId?: string;
+  endpoints?: Record<string, string>;
+}
+
+export async function updateEnv(q: Queryable, id: string, p: EnvPatch): Promise<void> {
+  await updateColumns(
+    q,
+    'environments',
+    {
+      status: p.status,
+      host_id: p.hostId,
+      current_version_id: p.currentVersionId,
+      endpoints: p.endpoints === undefined ? undefined : json(p.endpoints),
+    },
+    'id = ?',
+    [id],
+  );
+}
+
+/** Counts environments of a project whose name starts with `prefix` (for `<name>-fork-<n>`, `sbx-<n>`). */
+export async function countEnvsNamed(q: Queryable, projectId: string, prefix: string): Promise<number> {
+  const r = await q.get<{ n: number | string }>(
+    'SELECT COUNT(*) AS n FROM environments WHERE project_id = ? AND substr(name, 1, ?) = ?',
+    [projectId, prefix.length, prefix],
+  );
+  return Number(r?.n ?? 0);
+}
+
+export async function insertVersion(
+  q: Queryable,
+  v: { projectId: string; envId: string; spec: EnvSpec; snapshot?: string; healthy?: boolean },
+): Promise<Version> {
+  const id = newId(PREFIX.version);
+  const last = await q.get<{ n: number | string | null }>(
+    'SELECT MAX(number) AS n FROM versions WHERE env_id = ?',
+    [v.envId],
+  );
+  const row: VersionRow = {
+    id,
+    project_id: v.projectId,
+    env_id: v.envId,
+    number: Number(last?.n ?? 0) + 1,
+    spec: json(v.spec),
+    snapshot: v.snapshot ?? '',
+    healthy: bool(v.healthy ?? false),
+    created_at: now(),
+  };
+  await q.run(
+    'INSERT INTO versions (id, project_id, env_id, number, spec, snapshot, healthy, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
+    [row.id, row.project_id, row.env_id, row.number, row.spec, row.snapshot, row.healthy, row.created_at],
+  );
+  return versionOf(row);
+}
+
+/** A version of the team (versions carry no team column: join through their environment). */
+export async function getVersion(q: Queryable, teamId: string, id: string): Promise<Version | undefined> {
+  const r = await q.get<VersionRow>(
+    'SELECT v.* FROM versions v JOIN environments e ON e.id = v.env_id WHERE v.id = ? AND e.team_id = ?',
+    [id, teamId],
+  );
+  return r && versionOf(r);
+}
+
+export async function listVersions(q: Queryable, envId: string): Promise<Version[]> {
+  return (await q.all<VersionRow>('SELECT * FROM versions WHERE env_id = ? ORDER BY number', [envId])).map(
+    versionOf,
+  );
+}
+
+export async function markVersionHealthy(q: Queryable, id: string, snapshot: string): Promise<void> {
+  await q.run('UPDATE versions SET healthy = 1, snapshot = ? WHERE id = ?', [snapshot, id]);
+}

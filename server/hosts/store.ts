@@ -1,0 +1,141 @@
+// Hosts: sidecar machines (joined with a token, reached over their stream) and driver hosts
+// (one per hosted-provider cloud, run in-process). `connected` is not stored: it is the hub's
+// live view for sidecars and always true for drivers.
+import { newId, PREFIX } from '../../protocol/ids.ts';
+import { json, now, parseJson, type Queryable, updateColumns } from '../db/types.ts';
+
+/** `connected` for driver hosts; `unreachable` once a sidecar's stream drops. Ours: `new` before the first hello completes. */
+export type HostStatus = 'connected' | 'unreachable' | 'new';
+
+export interface Host {
+  ID: string;
+  TeamID: string;
+  CloudID: string;
+  Name: string;
+  Status: HostStatus;
+  ProviderRef: string;
+  LastSeenAt: string | null;
+  CreatedAt: string;
+  Capabilities: Record<string, unknown>;
+  /** `sidecar` or `driver:<provider>`. Not a spec field of Host; Target shows it as `kind`. */
+  Kind: string;
+}
+
+export interface HostRow {
+  id: string;
+  team_id: string;
+  cloud_id: string;
+  name: string;
+  status: string;
+  provider_ref: string;
+  secret_hash: string;
+  last_seen_at: string | null;
+  created_at: string;
+  capabilities: string;
+  kind: string;
+}
+
+export const hostOf = (r: HostRow): Host => ({
+  ID: r.id,
+  TeamID: r.team_id,
+  CloudID: r.cloud_id,
+  Name: r.name,
+  Status: r.status as HostStatus,
+  ProviderRef: r.provider_ref,
+  LastSeenAt: r.last_seen_at,
+  CreatedAt: r.created_at,
+  Capabilities: parseJson(r.capabilities, {}),
+  Kind: r.kind,
+});
+
+export interface NewHost {
+  teamId: string;
+  cloudId?: string;
+  name: string;
+  status: HostStatus;
+  providerRef?: string;
+  secretHash?: string;
+  capabilities?: Record<string, unknown>;
+  kind?: string;
+}
+
+export async function insertHost(q: Queryable, h: NewHost): Promise<Host> {
+  const row: HostRow = {
+    id: newId(PREFIX.host),
+    team_id: h.teamId,
+    cloud_id: h.cloudId ?? '',
+    name: h.name,
+    status: h.status,
+    provider_ref: h.providerRef ?? '',
+    secret_hash: h.secretHash ?? '',
+    last_seen_at: null,
+    created_at: now(),
+    capabilities: json(h.capabilities ?? {}),
+    kind: h.kind ?? 'sidecar',
+  };
+  await q.run(
+    `INSERT INTO hosts (id, team_id, cloud_id, name, status, provider_ref, secret_hash, last_seen_at, created_at,
+      capabilities, kind) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    [
+      row.id,
+      row.team_id,
+      row.cloud_id,
+      row.name,
+      row.status,
+      row.provider_ref,
+      row.secret_hash,
+      row.last_seen_at,
+      row.created_at,
+      row.capabilities,
+      row.kind,
+    ],
+  );
+  return hostOf(row);
+}
+
+export async function getHostRow(q: Queryable, id: string): Promise<HostRow | undefined> {
+  return q.get<HostRow>('SELECT * FROM hosts WHERE id = ?', [id]);
+}
+
+export async function getHost(q: Queryable, teamId: string, id: string): Promise<Host | undefined> {
+  const r = await q.get<HostRow>('SELECT * FROM hosts WHERE id = ? AND team_id = ?', [id, teamId]);
+  return r && hostOf(r);
+}
+
+/** Sidecars first, then driver hosts; oldest first within each. */
+export async function listHosts(q: Queryable, teamId: string): Promise<Host[]> {
+  const rows = await q.all<HostRow>(
+    "SELECT * FROM hosts WHERE team_id = ? ORDER BY (kind = 'sidecar') DESC, created_at, id",
+    [teamId],
+  );
+  return rows.map(hostOf);
+}
+
+export async function findDriverHost(q: Queryable, cloudId: string): Promise<Host | undefined> {
+  const r = await q.get<HostRow>("SELECT * FROM hosts WHERE cloud_id = ? AND kind <> 'sidecar'", [cloudId]);
+  return r && hostOf(r);
+}
+
+export interface HostPatch {
+  status?: HostStatus;
+  lastSeenAt?: string;
+  capabilities?: Record<string, unknown>;
+  secretHash?: string;
+  name?: string;
+}
+
+export async function updateHost(q: Queryable, id: string, p: HostPatch): Promise<void> {
+  await updateColumns(
+    q,
+    'hosts',
+    {
+      status: p.status,
+      last_seen_at: p.lastSeenAt,
+      capabilities: p.capabilities === undefined ? undefined : json(p.capabilities),
+      secret_hash: p.secretHash,
+      name: p.name,
+    },
+    'id = ?',
+    [id],
+  );
+}
