@@ -1,0 +1,159 @@
+// Text → tree: size limit, YAML (merge keys on, alias limits kept), then compose interpolation of
+// every string value with the caller's variables only (never the server's own process.env).
+import { parseDocument } from 'yaml';
+import { ComposeError, fail, type Node, type NodeMap } from './tree.ts';
+
+export const MAX_COMPOSE_BYTES = 1024 * 1024;
+const MAX_DEPTH = 64;
+const MAX_NESTED_INTERPOLATION = 16;
+/**
+ * The yaml package's own guard against alias bombs (billion laughs). Its default (100) refuses
+ * real files: sentry self-hosted's merge-key defaults need about 1,500. Exponential bombs still
+ * blow far past this, and MAX_VALUES below bounds what a wide fan-out of aliases can expand to.
+ */
+const MAX_ALIAS_COUNT = 5000;
+/** Values (scalars, lists, mappings) after alias expansion. */
+const MAX_VALUES = 500_000;
+
+export interface Loaded {
+  root: NodeMap;
+  /** Variables referenced without a value or default; compose substitutes '' and warns. */
+  unset: string[];
+}
+
+export function loadCompose(text: unknown, env: Record<string, string>): Loaded {
+  if (typeof text !== 'string') fail('the compose file must be text');
+  const bytes = Buffer.byteLength(text, 'utf8');
+  if (bytes > MAX_COMPOSE_BYTES) fail(`the compose file is ${bytes} bytes; the limit is 1 MiB`);
+  const raw = parseYaml(text);
+  if (raw === null || raw === undefined) fail('the compose file is empty; it needs a services: mapping');
+  const unset = new Set<string>();
+  const root = convert(raw, '', 0, { env, unset, values: 0 });
+  if (!(root instanceof Map)) fail('the top level of a compose file must be a mapping with services:');
+  return { root, unset: [...unset].sort() };
+}
+
+function parseYaml(text: string): unknown {
+  try {
+    const doc = parseDocument(text, { merge: true, uniqueKeys: true, prettyErrors: true });
+    const problem = doc.errors[0] ?? doc.warnings[0];
+    if (problem) fail(`invalid YAML: ${firstLine(problem.message)}`);
+    return doc.toJS({ mapAsMap: true, maxAliasCount: MAX_ALIAS_COUNT });
+  } catch (err) {
+    if (err instanceof ComposeError) throw err;
+    // Alias bombs, unresolved aliases and pathological nesting surface as thrown errors.
+    const message = err instanceof Error ? err.message : String(err);
+    return fail(`invalid YAML: ${firstLine(message)}`);
+  }
+}
+
+function firstLine(message: string): string {
+  return message.split('\n')[0].replace(/:\s*$/, '');
+}
+
+interface Vars {
+  env: Record<string, string>;
+  unset: Set<string>;
+  /** Values converted so far, against MAX_VALUES. */
+  values?: number;
+}
+
+function convert(value: unknown, path: string, depth: number, vars: Vars): Node {
+  if (depth > MAX_DEPTH) fail(`${path || 'the document'} is nested deeper than ${MAX_DEPTH} levels`);
+  vars.values = (vars.values ?? 0) + 1;
+  if (vars.values > MAX_VALUES)
+    fail(`the document expands to more than ${MAX_VALUES} values (through aliases?)`);
+  if (typeof value === 'string') return interpolate(value, path, vars, 0);
+  if (value === null || typeof value === 'number' || typeof value === 'boolean') return value;
+  if (Array.isArray(value)) return value.map((item, i) => convert(item, `${path}[${i}]`, depth + 1, vars));
+  if (value instanceof Map) {
+    const out: NodeMap = new Map();
+    for (const [key, item] of value) {
+      if (key !== null && typeof key === 'object')
+        fail(`invalid YAML: ${path || 'a'} mapping key is not a scalar`);
+      const name = String(key);
+      out.set(name, convert(item, path ? `${path}.${name}` : name, depth + 1, vars));
+    }
+    return out;
+  }
+  return fail(`${path || 'the document'}: unsupported YAML value (binary data or an unknown tag)`);
+}
+
+const NAME = /^[_a-zA-Z][_a-zA-Z0-9]*/;
+const BRACED = /^([_a-zA-Z][_a-zA-Z0-9]*)(?:(:?[-?+])([\s\S]*))?$/;
+
+/** `$$`, `$VAR`, `${VAR}`, `${VAR:-d}`, `${VAR-d}`, `${VAR:?e}`, `${VAR?e}`, `${VAR:+r}`, `${VAR+r}`. */
+export function interpolate(text: string, where: string, vars: Vars, nesting: number): string {
+  if (!text.includes('$')) return text;
+  if (nesting > MAX_NESTED_INTERPOLATION) fail(`${where}: interpolation nested too deeply`);
+  let out = '';
+  let i = 0;
+  while (i < text.length) {
+    const dollar = text.indexOf('$', i);
+    if (dollar < 0) {
+      out += text.slice(i);
+      break;
+    }
+    out += text.slice(i, dollar);
+    const next = text[dollar + 1];
+    if (next === '$') {
+      out += '$';
+      i = dollar + 2;
+    } else if (next === '{') {
+      const end = closingBrace(text, dollar + 2);
+      if (end < 0)
+        fail(`${where}: invalid interpolation format '${text.slice(dollar, dollar + 40)}': no closing }`);
+      out += substitute(text.slice(dollar + 2, end), where, vars, nesting);
+      i = end + 1;
+    } else {
+      const name = NAME.exec(text.slice(dollar + 1, dollar + 257))?.[0];
+      // Compose keeps a `$` that does not start a variable (`$1`, a trailing `$`) as it is.
+      out += name ? lookup(name, vars) : '$';
+      i = dollar + 1 + (name?.length ?? 0);
+    }
+  }
+  return out;
+}
+
+function closingBrace(text: string, from: number): number {
+  let depth = 1;
+  for (let j = from; j < text.length; j++) {
+    if (text[j] === '{') depth++;
+    else if (text[j] === '}' && --depth === 0) return j;
+  }
+  return -1;
+}
+
+function lookup(name: string, vars: Vars): string {
+  if (Object.hasOwn(vars.env, name)) return String(vars.env[name]);
+  vars.unset.add(name);
+  return '';
+}
+
+function substitute(body: string, where: string, vars: Vars, nesting: number): string {
+  const m = BRACED.exec(body);
+  if (!m) fail(`${where}: invalid interpolation format '\${${body.slice(0, 60)}}'`);
+  const [, name, op, arg = ''] = m;
+  const set = Object.hasOwn(vars.env, name);
+  const value = set ? String(vars.env[name]) : undefined;
+  const nested = () => interpolate(arg, where, vars, nesting + 1);
+  switch (op) {
+    case undefined:
+      return lookup(name, vars);
+    case ':-':
+      return value ? value : nested();
+    case '-':
+      return set ? (value as string) : nested();
+    case ':?':
+    case '?':
+      if (op === ':?' ? !value : !set) {
+        const reason = nested();
+        fail(`required variable ${name} is missing a value${reason ? `: ${reason}` : ''} (at ${where})`);
+      }
+      return value as string;
+    case ':+':
+      return value ? nested() : '';
+    default:
+      return set ? nested() : '';
+  }
+}
