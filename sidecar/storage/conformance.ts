@@ -1,0 +1,212 @@
+// The behaviour every backend must show, run by each backend's test file against a real file
+// system. A backend adds only how to find what it may have left behind (subvolumes, datasets).
+import assert from 'node:assert/strict';
+import { readdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import type { Scratch } from './fixtures.ts';
+import { BadName, detectStorageKind, openStorage, type StorageBackend, UnknownSnapshot } from './index.ts';
+import { describeTree, modify, populate } from './trees.ts';
+import type { StorageKind } from './types.ts';
+
+export interface SuiteOptions {
+  kind: StorageKind;
+  skip: false | string;
+  scratch: () => Promise<Scratch>;
+  /** Backend-specific traces of an env (datasets, subvolumes); empty once destroyed. */
+  leftovers?: (scratch: Scratch, envId: string) => Promise<string[]>;
+}
+
+const VOLS = ['data', 'db.v1'];
+
+export function storageSuite(label: string, opts: SuiteOptions): void {
+  describe(label, { skip: opts.skip }, () => {
+    let scratch: Scratch;
+    let store: StorageBackend;
+    const dataDir = () => scratch.dir;
+
+    before(async () => {
+      scratch = await opts.scratch();
+      store = await openStorage({ dataDir: scratch.dir, zfsPool: scratch.pool });
+    });
+    after(async () => {
+      await scratch?.cleanup();
+    });
+
+    /** Volumes of a fresh env, filled and described. */
+    const filled = async (env: string, tag: string) => {
+      const paths = await store.prepare(env, VOLS);
+      for (const v of VOLS) await populate(paths[v], `${tag}-${v}`);
+      return describeAll(store, env);
+    };
+    const traces = async (env: string) => [
+      ...(await readdir(join(dataDir(), 'envs')).catch(() => [])).filter((e) => e === env),
+      ...(await readdir(join(dataDir(), 'snaps')).catch(() => [])).filter((e) => e === env),
+      ...((await opts.leftovers?.(scratch, env)) ?? []),
+    ];
+
+    it(`is picked as '${opts.kind}' for this data dir`, async () => {
+      assert.equal(store.kind, opts.kind);
+      assert.equal(await detectStorageKind({ dataDir: dataDir(), zfsPool: scratch.pool }), opts.kind);
+    });
+
+    it('prepares empty volumes at the layout path, idempotently', async () => {
+      const paths = await store.prepare('prep1', VOLS);
+      for (const v of VOLS) {
+        assert.equal(paths[v], join(dataDir(), 'envs', 'prep1', 'vol', v));
+        assert.equal(store.volumePath('prep1', v), paths[v]);
+        assert.deepEqual(await readdir(paths[v]), []);
+      }
+      await writeFile(join(paths.data, 'kept'), 'x');
+      assert.deepEqual(await store.prepare('prep1', VOLS), paths);
+      assert.deepEqual(await readdir(paths.data), ['kept']);
+    });
+
+    it('rollback restores content, owners, modes, symlinks, hard links and holes exactly', async () => {
+      const before = await filled('rb1', 'v1');
+      const datasets = await store.snapshot('rb1', 'ver_1', VOLS);
+      assert.equal(datasets.length, VOLS.length);
+      assert.ok(await store.hasSnapshot('rb1', 'ver_1'));
+      for (const v of VOLS) await modify(store.volumePath('rb1', v), 'later');
+      assert.notDeepEqual(await describeAll(store, 'rb1'), before);
+      await store.rollback('rb1', 'ver_1', VOLS);
+      assert.deepEqual(await describeAll(store, 'rb1'), before);
+      // The snapshot is unchanged by the rollback: a second one gives the same result.
+      await modify(store.volumePath('rb1', 'data'), 'again');
+      await store.rollback('rb1', 'ver_1', VOLS);
+      assert.deepEqual(await describeAll(store, 'rb1'), before);
+    });
+
+    it('a clone is independent of its source in both directions', async () => {
+      const original = await filled('src1', 'src');
+      await store.snapshot('src1', 'ver_a', VOLS);
+      const paths = await store.clone('src1', 'ver_a', 'fork1', VOLS);
+      assert.deepEqual(paths, Object.fromEntries(VOLS.map((v) => [v, store.volumePath('fork1', v)])));
+      assert.deepEqual(await describeAll(store, 'fork1'), original);
+      for (const v of VOLS) await modify(store.volumePath('fork1', v), 'fork');
+      const forked = await describeAll(store, 'fork1');
+      assert.deepEqual(
+        await describeAll(store, 'src1'),
+        original,
+        'a write in the clone shows in the source',
+      );
+      for (const v of VOLS) await modify(store.volumePath('src1', v), 'source');
+      assert.deepEqual(await describeAll(store, 'fork1'), forked, 'a write in the source shows in the clone');
+      await store.rollback('src1', 'ver_a', VOLS);
+      assert.deepEqual(await describeAll(store, 'src1'), original, 'the snapshot changed');
+      await assert.rejects(store.clone('src1', 'ver_a', 'fork1', VOLS), /already has volume/);
+    });
+
+    it('a rollback to an earlier version keeps every later one forkable', async () => {
+      const v1 = await filled('hist', 'h1');
+      await store.snapshot('hist', 'ver_1', VOLS);
+      const states = [v1];
+      for (const n of [2, 3]) {
+        for (const v of VOLS) await modify(store.volumePath('hist', v), `h${n}`);
+        states.push(await describeAll(store, 'hist'));
+        await store.snapshot('hist', `ver_${n}`, VOLS);
+      }
+      await store.rollback('hist', 'ver_1', VOLS);
+      assert.deepEqual(await describeAll(store, 'hist'), states[0]);
+      for (const n of [2, 3]) assert.ok(await store.hasSnapshot('hist', `ver_${n}`), `ver_${n} lost`);
+      await store.clone('hist', 'ver_2', 'hist-f2', VOLS);
+      assert.deepEqual(await describeAll(store, 'hist-f2'), states[1]);
+      // A new branch from ver_1, then back to the newest version of the old branch and forth.
+      for (const v of VOLS) await modify(store.volumePath('hist', v), 'branch');
+      const branch = await describeAll(store, 'hist');
+      await store.snapshot('hist', 'ver_4', VOLS);
+      await store.rollback('hist', 'ver_3', VOLS);
+      assert.deepEqual(await describeAll(store, 'hist'), states[2]);
+      await store.rollback('hist', 'ver_4', VOLS);
+      assert.deepEqual(await describeAll(store, 'hist'), branch);
+      await store.rollback('hist', 'ver_2', VOLS);
+      assert.deepEqual(await describeAll(store, 'hist'), states[1]);
+      for (const n of [1, 2, 3, 4]) assert.ok(await store.hasSnapshot('hist', `ver_${n}`));
+      await store.destroy('hist');
+      assert.deepEqual(await describeAll(store, 'hist-f2'), states[1]);
+      await store.destroy('hist-f2');
+      assert.deepEqual(await traces('hist'), []);
+      assert.deepEqual(await traces('hist-f2'), []);
+    });
+
+    it('forks survive the destruction of their source', async () => {
+      const base = await filled('base', 'b');
+      await store.snapshot('base', 'ver_b1', VOLS);
+      await store.clone('base', 'ver_b1', 'child1', VOLS);
+      for (const v of VOLS) await modify(store.volumePath('base', v), 'b2');
+      await store.snapshot('base', 'ver_b2', VOLS);
+      await store.clone('base', 'ver_b2', 'child2', VOLS);
+      const second = await describeAll(store, 'child2');
+      await store.destroy('base');
+      assert.deepEqual(await traces('base'), []);
+      assert.deepEqual(await describeAll(store, 'child1'), base);
+      assert.deepEqual(await describeAll(store, 'child2'), second);
+      // The survivors stay fully usable: their own versions, rollbacks and forks.
+      await store.snapshot('child1', 'ver_c1', VOLS);
+      await store.clone('child1', 'ver_c1', 'grandchild', VOLS);
+      for (const v of VOLS) await modify(store.volumePath('child1', v), 'c');
+      await store.rollback('child1', 'ver_c1', VOLS);
+      assert.deepEqual(await describeAll(store, 'child1'), base);
+      assert.equal(
+        await store.hasSnapshot('child1', 'ver_b1'),
+        false,
+        'the source version leaks into the fork',
+      );
+      for (const env of ['child1', 'child2', 'grandchild']) await store.destroy(env);
+      for (const env of ['child1', 'child2', 'grandchild']) assert.deepEqual(await traces(env), []);
+    });
+
+    it('destroy leaves nothing behind and is idempotent', async () => {
+      await filled('gone', 'g');
+      await store.snapshot('gone', 'ver_g1', VOLS);
+      await store.rollback('gone', 'ver_g1', VOLS);
+      await store.snapshot('gone', 'ver_g2', VOLS);
+      await store.rollback('gone', 'ver_g1', VOLS);
+      await writeFile(join(dataDir(), 'envs', 'gone', 'compose.yaml'), 'services: {}\n');
+      assert.notDeepEqual(await traces('gone'), []);
+      await store.destroy('gone');
+      assert.deepEqual(await traces('gone'), []);
+      assert.equal(await store.hasSnapshot('gone', 'ver_g1'), false);
+      await store.destroy('gone');
+      await store.destroy('never-existed');
+    });
+
+    it('refuses bad names and unknown snapshots with clear errors, changing nothing', async () => {
+      await filled('strict', 's');
+      await store.snapshot('strict', 'ver_s', VOLS);
+      const before = await describeAll(store, 'strict');
+      const listing = async () => [
+        await readdir(join(dataDir(), 'envs')),
+        await readdir(join(dataDir(), 'snaps')),
+      ];
+      const dirs = await listing();
+      for (const bad of ['..', '../x', 'a/b', '.hidden', '', '-x', 'x'.repeat(65), 'sp ace']) {
+        await assert.rejects(store.prepare(bad, ['data']), BadName);
+        await assert.rejects(store.prepare('strict', [bad]), BadName);
+        await assert.rejects(store.snapshot('strict', bad, VOLS), BadName);
+        await assert.rejects(store.clone('strict', 'ver_s', bad, VOLS), BadName);
+        await assert.rejects(store.destroy(bad), BadName);
+        assert.throws(() => store.volumePath('strict', bad), BadName);
+      }
+      await assert.rejects(store.prepare('strict', ['data', 'data']), /listed twice/);
+      const unknown = (err: unknown) =>
+        err instanceof UnknownSnapshot && /env strict has no snapshot ver_nope/.test(err.message);
+      await assert.rejects(store.rollback('strict', 'ver_nope', VOLS), unknown);
+      await assert.rejects(store.clone('strict', 'ver_nope', 'other', VOLS), unknown);
+      await assert.rejects(store.clone('strict', 'ver_s', 'other', ['data', 'absent']), /no volume absent/);
+      await assert.rejects(store.snapshot('strict', 'ver_s', VOLS), /already has a snapshot ver_s/);
+      await assert.rejects(store.snapshot('strict', 'ver_t', [...VOLS, 'absent']), /no volume absent/);
+      assert.equal(await store.hasSnapshot('strict', 'ver_t'), false);
+      await assert.rejects(store.clone('strict', 'ver_s', 'strict', VOLS), /into itself/);
+      assert.deepEqual(await describeAll(store, 'strict'), before);
+      assert.deepEqual(await listing(), dirs);
+      assert.deepEqual(await traces('other'), []);
+    });
+  });
+}
+
+async function describeAll(store: StorageBackend, env: string): Promise<Record<string, string[]>> {
+  const out: Record<string, string[]> = {};
+  for (const v of VOLS) out[v] = await describeTree(store.volumePath(env, v));
+  return out;
+}

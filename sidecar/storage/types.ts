@@ -1,0 +1,41 @@
+// The one interface the sidecar uses for volume data. Every environment volume is a "dataset"
+// (a directory, a btrfs subvolume or a ZFS file system) bind-mounted into containers from
+// `<data>/envs/<env>/vol/<volume>/` whatever the backend, so compose rendering never cares.
+import type { Capabilities } from '../../protocol/commands.ts';
+
+export type StorageKind = Capabilities['storage'];
+
+export interface StorageBackend {
+  /** Reported in capabilities `storage`. */
+  readonly kind: StorageKind;
+  /** Ensures an (empty on first use) dataset per volume; returns volume -> host path. Idempotent. */
+  prepare(envId: string, volumes: string[]): Promise<Record<string, string>>;
+  /** Host path of a volume (the bind-mount source); pure, touches nothing. */
+  volumePath(envId: string, volume: string): string;
+  /**
+   * Captures every listed volume under `name` (the version id) and returns the dataset names.
+   * All or nothing: a failure leaves no snapshot of that name. The caller has paused the stack.
+   */
+  snapshot(envId: string, name: string, volumes: string[]): Promise<string[]>;
+  hasSnapshot(envId: string, name: string): Promise<boolean>;
+  /**
+   * Creates `toEnv`'s volumes from `fromEnv`'s snapshot. The copy is independent of the source:
+   * writes on either side never show on the other, and destroying the source keeps the clone.
+   * Refuses when `toEnv` already has one of the volumes; on failure removes what it created.
+   */
+  clone(fromEnv: string, snapshot: string, toEnv: string, volumes: string[]): Promise<Record<string, string>>;
+  /**
+   * Replaces the live volumes with the snapshot's content. Keeps every snapshot of the env, older
+   * and newer, so later versions stay forkable. The caller has stopped the stack.
+   */
+  rollback(envId: string, snapshot: string, volumes: string[]): Promise<void>;
+  /** Removes every dataset, snapshot and directory of the env (`envs/<env>`, `snaps/<env>`). Idempotent. */
+  destroy(envId: string): Promise<void>;
+}
+
+export interface StorageOptions {
+  /** The sidecar's data directory; created when missing. */
+  dataDir: string;
+  /** ZFS pool to use when it exists (`--zfs-pool`). */
+  zfsPool?: string;
+}

@@ -1,0 +1,269 @@
+// `zfs` storage. Datasets: `<pool>/envs/<env>/vol/<volume>`, mounted at the layout's volume path.
+// A snapshot is `…/vol/<volume>@<name>` per volume, tagged `svc:env=<env>`, plus a marker
+// `<pool>/envs/<env>@<name>` taken last: the marker publishes the version (all or nothing), the
+// way rename does for the directory backends. Clones are `zfs clone` (constant time).
+//
+// Rollback without losing later versions. `zfs rollback` reaches an older snapshot only with -r,
+// which destroys every newer one (still forkable versions). Instead rollback clones the snapshot
+// into `…/tmp/<volume>`, promotes the clone, and swaps it in by rename; the old live dataset is
+// renamed to `…/old/<volume>/<id>`. `zfs promote` hands the snapshots up to the target (the shared
+// history) to the new live dataset and leaves only the newer ones, the abandoned branch, on the
+// retired one. A retired dataset that holds no snapshot any more (the usual reset to the newest
+// version) is destroyed at once, so repeated resets leave nothing behind; one that holds newer
+// versions stays, unmounted, and those versions stay forkable (snapshots are looked up by name
+// under the whole env, live or retired).
+//
+// Destroy with living forks. A fork is a ZFS clone of one of this env's snapshots, and ZFS
+// refuses to destroy a snapshot with clones (-R would destroy the forks too). So destroy first
+// promotes every clone outside the env whose origin is inside it, which moves the shared history
+// into that fork, then destroys the env's datasets leaves first with plain -r. History moved into
+// a fork stays tagged with this env and is destroyed (deferred while other forks still need it).
+import { randomBytes } from 'node:crypto';
+import { rm } from 'node:fs/promises';
+import { StorageError, UnknownSnapshot } from './errors.ts';
+import type { Layout } from './layout.ts';
+import { checkCloneTarget, checkName, checkVolumes } from './names.ts';
+import type { StorageBackend } from './types.ts';
+import { datasetOf, ensureContainer, mountAt, zExists, zfs, zList } from './zfs-cli.ts';
+
+const TAG = 'svc:env';
+const ignore = () => {};
+
+export class ZfsBackend implements StorageBackend {
+  readonly kind = 'zfs' as const;
+  readonly pool: string;
+  readonly layout: Layout;
+  /** Envs whose destroy is under way: a clone from them could be caught half promoted. */
+  private readonly destroying = new Set<string>();
+
+  constructor(layout: Layout, pool: string) {
+    this.layout = layout;
+    this.pool = pool;
+  }
+
+  volumePath(envId: string, volume: string): string {
+    return this.layout.volumePath(envId, volume);
+  }
+
+  async prepare(envId: string, volumes: string[]): Promise<Record<string, string>> {
+    checkVolumes(volumes);
+    await this.ensureEnv(envId);
+    const out: Record<string, string> = {};
+    for (const v of volumes) {
+      out[v] = this.layout.volumePath(envId, v);
+      if (!(await this.recover(envId, v)))
+        await zfs(['create', '-o', `mountpoint=${out[v]}`, this.volDs(envId, v)]);
+    }
+    return out;
+  }
+
+  async hasSnapshot(envId: string, name: string): Promise<boolean> {
+    return zExists(this.marker(envId, name));
+  }
+
+  async snapshot(envId: string, name: string, volumes: string[]): Promise<string[]> {
+    checkVolumes(volumes);
+    const marker = this.marker(envId, name);
+    await this.ensureEnv(envId);
+    if (await zExists(marker)) throw new StorageError(`env ${envId} already has a snapshot ${name}`);
+    for (const v of volumes) {
+      if (!(await this.recover(envId, v)))
+        throw new StorageError(`env ${envId} has no volume ${v} to snapshot (prepare it first)`);
+      // Without the marker, a snapshot of this name is a leftover of an interrupted call.
+      const snap = `${this.volDs(envId, v)}@${name}`;
+      if (await zExists(snap)) await zfs(['destroy', snap]);
+    }
+    const made: string[] = [];
+    try {
+      for (const v of volumes) {
+        const snap = `${this.volDs(envId, v)}@${name}`;
+        await zfs(['snapshot', '-o', `${TAG}=${envId}`, snap]);
+        made.push(snap);
+      }
+      await zfs(['snapshot', '-o', `${TAG}=${envId}`, marker]);
+    } catch (err) {
+      for (const snap of made) await zfs(['destroy', snap]).catch(ignore);
+      throw err;
+    }
+    return made;
+  }
+
+  async clone(
+    fromEnv: string,
+    snapshot: string,
+    toEnv: string,
+    volumes: string[],
+  ): Promise<Record<string, string>> {
+    checkCloneTarget(fromEnv, toEnv);
+    if (this.destroying.has(fromEnv)) throw new StorageError(`env ${fromEnv} is being destroyed`);
+    const sources = await this.sources(fromEnv, snapshot, volumes);
+    for (const v of volumes) {
+      if (await zExists(this.volDs(toEnv, v)))
+        throw new StorageError(`env ${toEnv} already has volume ${v}; destroy it before cloning into it`);
+    }
+    await this.ensureEnv(toEnv);
+    const out: Record<string, string> = {};
+    try {
+      for (const v of volumes) {
+        await zfs([
+          'clone',
+          '-o',
+          `mountpoint=${this.layout.volumePath(toEnv, v)}`,
+          sources[v],
+          this.volDs(toEnv, v),
+        ]);
+        out[v] = this.layout.volumePath(toEnv, v);
+      }
+    } catch (err) {
+      for (const v of Object.keys(out)) await zfs(['destroy', this.volDs(toEnv, v)]).catch(ignore);
+      throw err;
+    }
+    return out;
+  }
+
+  async rollback(envId: string, snapshot: string, volumes: string[]): Promise<void> {
+    checkVolumes(volumes);
+    if (!(await this.hasSnapshot(envId, snapshot))) throw new UnknownSnapshot(envId, snapshot);
+    for (const v of volumes) await this.recover(envId, v);
+    const sources = await this.sources(envId, snapshot, volumes);
+    await ensureContainer(`${this.envDs(envId)}/tmp`);
+    // Phase 1 builds every new live dataset aside; on failure the live volumes are untouched and
+    // each clone is retired (a promoted one holds history the live dataset now descends from).
+    try {
+      for (const v of volumes) {
+        await zfs(['clone', sources[v], this.tmpDs(envId, v)]);
+        await zfs(['promote', this.tmpDs(envId, v)]);
+      }
+    } catch (err) {
+      for (const v of volumes) {
+        if (await zExists(this.tmpDs(envId, v)))
+          await this.retire(envId, v, this.tmpDs(envId, v)).catch(ignore);
+      }
+      throw err;
+    }
+    // Phase 2 is renames only; `recover` completes it after a crash.
+    for (const v of volumes) {
+      if (await zExists(this.volDs(envId, v))) await this.retire(envId, v, this.volDs(envId, v));
+      await zfs(['rename', this.tmpDs(envId, v), this.volDs(envId, v)]);
+      await mountAt(this.volDs(envId, v), this.layout.volumePath(envId, v));
+    }
+  }
+
+  async destroy(envId: string): Promise<void> {
+    const envDs = this.envDs(envId);
+    this.destroying.add(envId);
+    try {
+      await this.destroyDatasets(envDs);
+      await this.dropOrphanSnapshots();
+    } finally {
+      this.destroying.delete(envId);
+    }
+    await rm(this.layout.envDir(envId), { recursive: true, force: true });
+    await rm(this.layout.snapsDir(envId), { recursive: true, force: true });
+  }
+
+  private envDs(envId: string): string {
+    return `${this.pool}/envs/${checkName('env id', envId)}`;
+  }
+  private volDs(envId: string, volume: string): string {
+    return `${this.envDs(envId)}/vol/${checkName('volume name', volume)}`;
+  }
+  private tmpDs(envId: string, volume: string): string {
+    return `${this.envDs(envId)}/tmp/${checkName('volume name', volume)}`;
+  }
+  private oldDs(envId: string, volume: string): string {
+    return `${this.envDs(envId)}/old/${checkName('volume name', volume)}`;
+  }
+  private marker(envId: string, name: string): string {
+    return `${this.envDs(envId)}@${checkName('snapshot name', name)}`;
+  }
+
+  private async ensureEnv(envId: string): Promise<void> {
+    for (const ds of [`${this.pool}/envs`, this.envDs(envId), `${this.envDs(envId)}/vol`])
+      await ensureContainer(ds);
+  }
+
+  /** The ZFS snapshot holding each volume's copy, live or retired; UnknownSnapshot otherwise. */
+  private async sources(envId: string, name: string, volumes: string[]): Promise<Record<string, string>> {
+    checkVolumes(volumes);
+    if (!(await this.hasSnapshot(envId, name))) throw new UnknownSnapshot(envId, name);
+    const snaps = (await zList(this.envDs(envId), 'snapshot', ['name', TAG]))
+      .filter(([snap, tag]) => snap.endsWith(`@${name}`) && (tag === envId || tag === '-'))
+      .map(([snap]) => snap);
+    const out: Record<string, string> = {};
+    for (const v of volumes) {
+      const mine = (ds: string | null) =>
+        ds === this.volDs(envId, v) || ds?.startsWith(`${this.oldDs(envId, v)}/`) === true;
+      const found = snaps.find((s) => mine(datasetOf(s)));
+      if (!found) throw new UnknownSnapshot(envId, name, `it holds no volume ${v}`);
+      out[v] = found;
+    }
+    return out;
+  }
+
+  /**
+   * Brings a volume back to a consistent state after an interrupted rollback and makes sure it is
+   * mounted; returns whether the live dataset exists. A `tmp` clone next to a live dataset is
+   * retired (it may hold promoted history); a `tmp` without one is the swap's second half.
+   */
+  private async recover(envId: string, volume: string): Promise<boolean> {
+    const live = this.volDs(envId, volume);
+    const tmp = this.tmpDs(envId, volume);
+    const hasLive = await zExists(live);
+    if (await zExists(tmp)) {
+      if (hasLive) await this.retire(envId, volume, tmp);
+      else await zfs(['rename', tmp, live]);
+    } else if (!hasLive) return false;
+    await mountAt(live, this.layout.volumePath(envId, volume));
+    return true;
+  }
+
+  /** Moves a dataset out of the way under `old/<volume>/`; drops it when it keeps no snapshot. */
+  private async retire(envId: string, volume: string, dataset: string): Promise<void> {
+    await ensureContainer(`${this.envDs(envId)}/old`);
+    await ensureContainer(this.oldDs(envId, volume));
+    await zfs(['set', 'mountpoint=none', dataset]);
+    const id = `${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
+    const retired = `${this.oldDs(envId, volume)}/${id}`;
+    await zfs(['rename', dataset, retired]);
+    // No snapshot means no clone can depend on it, so this can never take a fork with it.
+    if ((await zList(retired, 'snapshot', ['name'])).length === 0) await zfs(['destroy', retired]);
+  }
+
+  /**
+   * Destroys every dataset under `envDs`. Clones elsewhere whose origin is inside are promoted
+   * first (one per round: a promote moves whole stretches of history and rewrites other origins),
+   * then datasets that no clone depends on and that have no children go, until none is left.
+   */
+  private async destroyDatasets(envDs: string): Promise<void> {
+    const inside = (ds: string | null) => ds !== null && (ds === envDs || ds.startsWith(`${envDs}/`));
+    for (let round = 0; ; round++) {
+      const rows = await zList(`${this.pool}/envs`, 'filesystem', ['name', 'origin']);
+      const own = rows.map(([name]) => name).filter(inside);
+      if (own.length === 0) return;
+      const dependent = rows.find(([name, origin]) => !inside(name) && inside(datasetOf(origin)));
+      if (dependent) {
+        await zfs(['promote', dependent[0]]);
+        continue;
+      }
+      const pinned = new Set(rows.map(([, origin]) => datasetOf(origin)));
+      const leaves = own.filter((ds) => !pinned.has(ds) && !own.some((o) => o.startsWith(`${ds}/`)));
+      if (leaves.length === 0 || round > 10_000)
+        throw new StorageError(`cannot destroy ${envDs}: ${own.join(', ')}`);
+      for (const ds of leaves) await zfs(['destroy', '-r', ds]);
+    }
+  }
+
+  /**
+   * Snapshots tagged with an env that no longer exists: history that promotes moved into forks.
+   * `destroy -d` removes them now, or when the last clone that still needs one goes.
+   */
+  private async dropOrphanSnapshots(): Promise<void> {
+    const root = `${this.pool}/envs`;
+    const envs = new Set((await zList(root, 'filesystem', ['name'])).map(([n]) => n));
+    for (const [snap, tag, deferred] of await zList(root, 'snapshot', ['name', TAG, 'defer_destroy'])) {
+      if (tag === '-' || deferred === 'on' || envs.has(`${root}/${tag}`)) continue;
+      await zfs(['destroy', '-d', snap]);
+    }
+  }
+}
