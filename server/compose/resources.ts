@@ -52,9 +52,12 @@ function pick(a: number | null, b: number | null, what: string, where: string): 
   return a ?? b ?? 0;
 }
 
-function opt<T>(map: NodeMap, key: string, read: (node: Node, where: string) => T, where: string): T | null {
+/** `prefix` ends with ':' (a service key) or names the parent mapping (`deploy.resources.limits`). */
+function opt<T>(map: NodeMap, key: string, read: (node: Node, where: string) => T, prefix: string): T | null {
   const node = map.get(key);
-  return node === undefined || node === null ? null : read(node, `${where}.${key}`);
+  return node === undefined || node === null
+    ? null
+    : read(node, prefix.endsWith(':') ? `${prefix} ${key}` : `${prefix}.${key}`);
 }
 
 export function parseResources(service: string, svc: NodeMap, warnings: string[]): Resources {
@@ -62,15 +65,20 @@ export function parseResources(service: string, svc: NodeMap, warnings: string[]
   const limits = deployLimits(service, svc.get('deploy'), warnings);
   return {
     memory_mb: pick(
-      opt(svc, 'mem_limit', memoryMb, where),
-      opt(limits, 'memory', memoryMb, where),
+      opt(svc, 'mem_limit', memoryMb, `${where}:`),
+      opt(limits, 'memory', memoryMb, `${where}: deploy.resources.limits`),
       'mem_limit',
       where,
     ),
-    cpus: pick(opt(svc, 'cpus', cpuCount, where), opt(limits, 'cpus', cpuCount, where), 'cpus', where),
+    cpus: pick(
+      opt(svc, 'cpus', cpuCount, `${where}:`),
+      opt(limits, 'cpus', cpuCount, `${where}: deploy.resources.limits`),
+      'cpus',
+      where,
+    ),
     pids: pick(
-      opt(svc, 'pids_limit', pidCount, where),
-      opt(limits, 'pids', pidCount, where),
+      opt(svc, 'pids_limit', pidCount, `${where}:`),
+      opt(limits, 'pids', pidCount, `${where}: deploy.resources.limits`),
       'pids_limit',
       where,
     ),

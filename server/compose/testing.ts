@@ -36,6 +36,24 @@ export function service(text: string, name?: string, env?: Record<string, string
   return svc;
 }
 
+/** A service record with nothing but a name and an image: what every unset field defaults to. */
+export function bareService(name: string, image: string): ServiceRecord {
+  return {
+    name,
+    image,
+    env: {},
+    ports: [],
+    volumes: [],
+    health: null,
+    depends_on: {},
+    command: null,
+    entrypoint: null,
+    user: '',
+    working_dir: '',
+    resources: { memory_mb: 0, pids: 0, cpus: 0 },
+  };
+}
+
 const PORT = /^(?:\d+(?:-\d+)?:)?\d+(?:-\d+)?(?:\/(?:udp|sctp))?$/;
 const DURATION = /^$|^(?:\d+(?:\.\d+)?(?:ns|us|µs|ms|s|m|h|d))+$/;
 
