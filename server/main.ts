@@ -5,6 +5,8 @@ import { type Config, ConfigError, parseConfig } from './config/config.ts';
 import type { AppContext } from './context.ts';
 import { openDb } from './db/open.ts';
 import { type App, createHttpApp } from './http/app.ts';
+import { installCors } from './http/cors.ts';
+import { installValidationMessages } from './http/schema.ts';
 import { Authenticator, installAuth } from './identity/auth.ts';
 import { bootstrap } from './identity/store.ts';
 import { registerRoutes } from './routes.ts';
@@ -51,6 +53,8 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   }
   const auth = new Authenticator(db);
   const ctx: AppContext = { config, db, auth, hub: { isConnected: () => false } };
+  installValidationMessages(app);
+  installCors(app, config.consoleUrl);
   installAuth(app, auth);
   await registerRoutes(app, ctx);
   await app.listen({ host: config.host, port: config.port });

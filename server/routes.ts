@@ -1,8 +1,18 @@
 // Every bounded context's routes, registered on one app. A route parses, calls one domain
 // method and returns; the domain lives in the context folders.
 
+import { cloudRoutes } from './clouds/routes.ts';
+import { codehostRoutes } from './codehost/routes.ts';
 import type { AppContext } from './context.ts';
+import { deploymentReadRoutes } from './deployments/read-routes.ts';
+import { envReadRoutes } from './envs/read-routes.ts';
+import { eventRoutes } from './events/routes.ts';
+import { hostRoutes } from './hosts/routes.ts';
 import type { App } from './http/app.ts';
+import { deviceRoutes } from './identity/device-routes.ts';
+import { identityRoutes } from './identity/routes.ts';
+import { projectRoutes } from './projects/routes.ts';
+import { releaseRoutes } from './releases/routes.ts';
 
 export type RouteModule = (app: App, ctx: AppContext) => void | Promise<void>;
 
@@ -10,6 +20,16 @@ const modules: RouteModule[] = [
   (app) => {
     app.get('/health', { config: { auth: 'none' }, schema: { hide: true } }, async () => ({ status: 'ok' }));
   },
+  releaseRoutes,
+  identityRoutes,
+  deviceRoutes,
+  projectRoutes,
+  envReadRoutes,
+  deploymentReadRoutes,
+  cloudRoutes,
+  hostRoutes,
+  eventRoutes,
+  codehostRoutes,
 ];
 
 export async function registerRoutes(app: App, ctx: AppContext): Promise<void> {

@@ -61,3 +61,13 @@ export async function updateColumns(
   ]);
   return r.changes;
 }
+
+/** True for a UNIQUE/PRIMARY KEY conflict in either dialect (SQLite message, Postgres 23505). */
+export function isUniqueViolation(err: unknown): boolean {
+  const e = err as { code?: unknown; message?: unknown } | null;
+  if (!e) return false;
+  if (e.code === '23505') return true;
+  return (
+    typeof e.message === 'string' && /UNIQUE constraint failed|PRIMARY KEY constraint failed/.test(e.message)
+  );
+}

@@ -139,3 +139,20 @@ export async function updateHost(q: Queryable, id: string, p: HostPatch): Promis
     [id],
   );
 }
+
+/**
+ * Inserts a driver host under a fixed id unless that id exists (two callers racing to create the
+ * same cloud's driver host both succeed, and one row results). True when this call inserted it.
+ */
+export async function insertDriverHost(
+  q: Queryable,
+  id: string,
+  h: { teamId: string; cloudId: string; name: string; kind: string; capabilities: Record<string, unknown> },
+): Promise<boolean> {
+  const r = await q.run(
+    `INSERT INTO hosts (id, team_id, cloud_id, name, status, kind, capabilities, created_at)
+     VALUES (?, ?, ?, ?, 'connected', ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+    [id, h.teamId, h.cloudId, h.name, h.kind, json(h.capabilities), now()],
+  );
+  return r.changes > 0;
+}

@@ -1,0 +1,35 @@
+// GET /v1/envs/{env}, /v1/envs/{env}/versions, /v1/envs/{env}/deployments. The operations on an
+// environment (deploy, fork, snapshot, ...) are registered by server/envs/routes.ts.
+import type { AppContext } from '../context.ts';
+import type { App } from '../http/app.ts';
+import { IdParam, SECURED } from '../http/schema.ts';
+import { envDeployments, envVersions, envView } from './read.ts';
+
+const tags = ['environments'];
+const params = IdParam('env', 'Environment id (env_…)');
+
+export function envReadRoutes(app: App, ctx: AppContext): void {
+  const { db, hub } = ctx;
+  app.get(
+    '/v1/envs/:env',
+    {
+      schema: {
+        tags,
+        summary: 'An environment and whether its host is connected',
+        security: SECURED,
+        params,
+      },
+    },
+    async (req) => envView(db, hub, req.caller.teamId, req.params.env),
+  );
+  app.get(
+    '/v1/envs/:env/versions',
+    { schema: { tags, summary: "The environment's versions, oldest first", security: SECURED, params } },
+    async (req) => ({ versions: await envVersions(db, req.caller.teamId, req.params.env) }),
+  );
+  app.get(
+    '/v1/envs/:env/deployments',
+    { schema: { tags, summary: "The environment's deployments, newest first", security: SECURED, params } },
+    async (req) => ({ deployments: await envDeployments(db, req.caller.teamId, req.params.env) }),
+  );
+}

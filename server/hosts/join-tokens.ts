@@ -1,0 +1,89 @@
+// Join tokens (spec "Join token rules"): a `djt_` token lets one new sidecar join the team,
+// optionally through a cloud. Valid one hour, single use, stored only as a hash.
+import { newSecret, PREFIX } from '../../protocol/ids.ts';
+import { isSandboxProvider } from '../clouds/providers.ts';
+import { getCloud } from '../clouds/store.ts';
+import type { Db, Queryable } from '../db/types.ts';
+import { BadRequest, NotFound } from '../errors.ts';
+import { hashSecret } from '../identity/secrets.ts';
+
+export const JOIN_TOKEN_TTL_SEC = 3600;
+
+export const JOIN_USED = 'join: join token already used';
+export const JOIN_EXPIRED = 'join: join token expired';
+export const JOIN_UNKNOWN = 'join: unknown join token';
+
+/** Records a new token for the team (and cloud, for provisioned machines); returns its text. */
+export async function mintJoinToken(
+  q: Queryable,
+  teamId: string,
+  cloudId = '',
+): Promise<{ token: string; expiresAt: string }> {
+  const token = newSecret(PREFIX.joinToken);
+  const created = Date.now();
+  const expiresAt = new Date(created + JOIN_TOKEN_TTL_SEC * 1000).toISOString();
+  await q.run(
+    'INSERT INTO join_tokens (token_hash, team_id, cloud_id, created_at, expires_at) VALUES (?, ?, ?, ?, ?)',
+    [hashSecret(token), teamId, cloudId, new Date(created).toISOString(), expiresAt],
+  );
+  return { token, expiresAt };
+}
+
+/** The ready-to-paste install line: download the sidecar for this machine's arch and install it. */
+export function installCommand(publicUrl: string, token: string): string {
+  return (
+    `curl -fsSL "${publicUrl}/svcd?arch=$(uname -m)" -o svcd && chmod +x svcd && ` +
+    `sudo ./svcd install --server ${publicUrl} --token ${token}`
+  );
+}
+
+/** POST /v1/join-tokens: `cloudId`, when given, must be a manual or cloudvm cloud of the team. */
+export async function createJoinToken(
+  db: Db,
+  publicUrl: string,
+  teamId: string,
+  cloudId: string | undefined,
+): Promise<{ token: string; expires_in_sec: number; command: string }> {
+  if (cloudId) {
+    const cloud = await getCloud(db, teamId, cloudId);
+    if (!cloud) throw new NotFound(`cloud ${cloudId} not found`);
+    if (isSandboxProvider(cloud.Provider)) {
+      throw new BadRequest(
+        `cloud ${cloud.Name} is a ${cloud.Provider} cloud: its driver host needs no join; sidecars join manual or cloudvm clouds`,
+      );
+    }
+  }
+  const { token } = await mintJoinToken(db, teamId, cloudId ?? '');
+  return { token, expires_in_sec: JOIN_TOKEN_TTL_SEC, command: installCommand(publicUrl, token) };
+}
+
+/**
+ * Marks the token used, atomically, and says which team and cloud the new host joins; `hostId`
+ * is recorded on the token. A refusal is one of the spec's messages (JOIN_USED, JOIN_EXPIRED) or
+ * JOIN_UNKNOWN, returned as a string for the hub to send with its 1008 close.
+ */
+export async function consumeJoinToken(
+  q: Queryable,
+  token: string,
+  hostId = '',
+): Promise<{ teamId: string; cloudId: string } | string> {
+  if (!token.startsWith(PREFIX.joinToken)) return JOIN_UNKNOWN;
+  const hash = hashSecret(token);
+  const at = new Date().toISOString();
+  const r = await q.run(
+    'UPDATE join_tokens SET used_at = ?, host_id = ? WHERE token_hash = ? AND used_at IS NULL AND expires_at > ?',
+    [at, hostId, hash, at],
+  );
+  const row = await q.get<{ team_id: string; cloud_id: string; used_at: string | null; host_id: string }>(
+    'SELECT team_id, cloud_id, used_at, host_id FROM join_tokens WHERE token_hash = ?',
+    [hash],
+  );
+  if (!row) return JOIN_UNKNOWN;
+  if (r.changes === 0) return row.used_at ? JOIN_USED : JOIN_EXPIRED;
+  return { teamId: row.team_id, cloudId: row.cloud_id };
+}
+
+/** Lets the hub record the host id once it has assigned one (when it consumed without it). */
+export async function recordJoinedHost(q: Queryable, token: string, hostId: string): Promise<void> {
+  await q.run('UPDATE join_tokens SET host_id = ? WHERE token_hash = ?', [hostId, hashSecret(token)]);
+}

@@ -1,0 +1,67 @@
+// Who the caller is, their teams and their team's API keys (spec "Sign-in, teams and keys").
+import type { Db } from '../db/types.ts';
+import { NotFound } from '../errors.ts';
+import type { Caller } from './auth.ts';
+import {
+  type ApiKey,
+  createKey,
+  getTeam,
+  keyOf,
+  membershipsOf,
+  type Team,
+  type TeamWithRole,
+} from './store.ts';
+import { createOwnedTeam, getUser, type User } from './users.ts';
+
+export interface Me {
+  team: Team;
+  teams: TeamWithRole[];
+  user?: User;
+}
+
+export async function whoAmI(db: Db, caller: Caller): Promise<Me> {
+  const team = await getTeam(db, caller.teamId);
+  if (!team) throw new NotFound('team not found');
+  if (!caller.userId) return { team, teams: [{ ...team, Role: caller.role }] };
+  const [teams, user] = await Promise.all([membershipsOf(db, caller.userId), getUser(db, caller.userId)]);
+  return { team, teams, user };
+}
+
+/** Sessions only (the route is `user`): the caller's memberships. */
+export async function teamsOf(db: Db, caller: Caller): Promise<TeamWithRole[]> {
+  return membershipsOf(db, caller.userId as string);
+}
+
+export async function newTeam(db: Db, caller: Caller, name: string): Promise<Team> {
+  return db.transaction((tx) => createOwnedTeam(tx, caller.userId as string, name.trim()));
+}
+
+/** The credential that created a key: the user for sessions, the key itself for API keys. */
+export const creatorOf = (caller: Caller): string => caller.userId ?? caller.keyId ?? '';
+
+export async function listKeys(db: Db, teamId: string): Promise<ApiKey[]> {
+  const rows = await db.all<Parameters<typeof keyOf>[0]>(
+    'SELECT * FROM api_keys WHERE team_id = ? ORDER BY created_at, id',
+    [teamId],
+  );
+  return rows.map(keyOf);
+}
+
+export async function mintKey(
+  db: Db,
+  caller: Caller,
+  name: string | undefined,
+): Promise<{ key: ApiKey; api_key: string }> {
+  const { key, apiKey } = await createKey(db, caller.teamId, name?.trim() || 'key', creatorOf(caller));
+  return { key, api_key: apiKey };
+}
+
+/** Revokes a key of the team; revoking twice keeps the first time. 404 for other teams' keys. */
+export async function revokeKey(db: Db, teamId: string, id: string): Promise<{ revoked: true }> {
+  const r = await db.run(
+    'UPDATE api_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ? AND team_id = ?',
+    [new Date().toISOString(), id, teamId],
+  );
+  if (r.changes === 0) throw new NotFound(`key ${id} not found`);
+  return { revoked: true };
+}

@@ -1,0 +1,191 @@
+// The CLI's device flow (spec "Sign-in, teams and keys", RFC 8628 in spirit): `code` starts a
+// login, a signed-in user `approve`s the user code for one of their teams, and `token` hands the
+// minted API key to the CLI exactly once. Device and user codes are stored only as hashes; the
+// approved key's material lives in this process's memory for at most 15 minutes, never in the DB.
+import { randomInt } from 'node:crypto';
+import { newSecret, PREFIX } from '../../protocol/ids.ts';
+import { type Db, now } from '../db/types.ts';
+import { BadRequest, Conflict, Forbidden, Gone, PreconditionRequired } from '../errors.ts';
+import type { Caller } from './auth.ts';
+import { hashSecret } from './secrets.ts';
+import { createKey, getTeam, type Team } from './store.ts';
+import { isMember } from './users.ts';
+
+export const DEVICE_CODE_TTL_SEC = 900;
+export const POLL_INTERVAL_SEC = 5;
+export const APPROVED_KEY_HOLD_MS = 15 * 60 * 1000;
+
+/** No vowels (no words), no 0/O/1/I/L look-alikes: easy to read aloud and to type. */
+export const USER_CODE_ALPHABET = 'BCDFGHJKMNPQRSTVWXZ';
+
+type Status = 'pending' | 'approved' | 'delivered';
+
+interface Row {
+  code_hash: string;
+  user_code_hash: string;
+  status: Status;
+  team_id: string | null;
+  key_id: string | null;
+  created_at: string;
+  expires_at: string;
+}
+
+export interface DeviceCode {
+  device_code: string;
+  user_code: string;
+  verification_uri: string;
+  verification_uri_complete: string;
+  expires_in: number;
+  interval: number;
+}
+
+function newUserCode(): string {
+  let s = '';
+  for (let i = 0; i < 8; i++) s += USER_CODE_ALPHABET[randomInt(USER_CODE_ALPHABET.length)];
+  return `${s.slice(0, 4)}-${s.slice(4)}`;
+}
+
+/** `bcdf ghjk`, `BCDFGHJK` and `BCDF-GHJK` are the same code; null when it cannot be one. */
+export function normaliseUserCode(input: string): string | null {
+  const s = input.toUpperCase().replace(/[\s-]/g, '');
+  if (s.length !== 8 || [...s].some((c) => !USER_CODE_ALPHABET.includes(c))) return null;
+  return `${s.slice(0, 4)}-${s.slice(4)}`;
+}
+
+const expired = (r: Row, at = Date.now()) => Date.parse(r.expires_at) <= at;
+
+export class DeviceFlow {
+  #db: Db;
+  #verificationUri: () => string;
+  /** code hash → the approved key, until handed out or 15 minutes pass. */
+  #held = new Map<string, { apiKey: string; team: Team; until: number }>();
+
+  /** `verificationUri` is read per request: the public URL may be set after start (tests). */
+  constructor(db: Db, verificationUri: () => string) {
+    this.#db = db;
+    this.#verificationUri = verificationUri;
+  }
+
+  async start(): Promise<DeviceCode> {
+    const deviceCode = newSecret(PREFIX.deviceCode);
+    const created = Date.now();
+    // Rows are useless once expired and past the key hold; dropping them keeps user codes unique.
+    const stale = new Date(created - DEVICE_CODE_TTL_SEC * 1000 - APPROVED_KEY_HOLD_MS).toISOString();
+    await this.#db.run('DELETE FROM device_codes WHERE created_at < ?', [stale]);
+    for (;;) {
+      const userCode = newUserCode();
+      // A user code is short, so it may collide with a live one; the UNIQUE index says so.
+      const inserted = await this.#db
+        .run(
+          `INSERT INTO device_codes (code_hash, user_code_hash, status, created_at, expires_at)
+           VALUES (?, ?, 'pending', ?, ?)`,
+          [
+            hashSecret(deviceCode),
+            hashSecret(userCode),
+            new Date(created).toISOString(),
+            new Date(created + DEVICE_CODE_TTL_SEC * 1000).toISOString(),
+          ],
+        )
+        .then(
+          () => true,
+          async (err) => {
+            if (await this.#userCodeTaken(userCode)) return false;
+            throw err;
+          },
+        );
+      if (!inserted) continue;
+      const uri = this.#verificationUri();
+      const complete = new URL(uri);
+      complete.searchParams.set('code', userCode);
+      return {
+        device_code: deviceCode,
+        user_code: userCode,
+        verification_uri: uri,
+        verification_uri_complete: complete.toString(),
+        expires_in: DEVICE_CODE_TTL_SEC,
+        interval: POLL_INTERVAL_SEC,
+      };
+    }
+  }
+
+  async #userCodeTaken(userCode: string): Promise<boolean> {
+    const r = await this.#db.get('SELECT 1 AS one FROM device_codes WHERE user_code_hash = ?', [
+      hashSecret(userCode),
+    ]);
+    return r !== undefined;
+  }
+
+  /**
+   * Approves a pending code for `teamId`: 400 unknown code, 410 expired, 409 already approved,
+   * 403 when the caller is not a member of the team. Mints the key in the same transaction.
+   */
+  async approve(
+    caller: Caller,
+    userCodeInput: string,
+    teamId: string,
+    name: string | undefined,
+  ): Promise<{ approved: true; key_id: string; team_id: string }> {
+    const userCode = normaliseUserCode(userCodeInput);
+    if (!userCode) throw new BadRequest('user_code must look like XXXX-XXXX (the code the CLI printed)');
+    const userId = caller.userId as string;
+    const { keyId, codeHash, apiKey, team } = await this.#db.transaction(async (tx) => {
+      const row = await tx.get<Row>('SELECT * FROM device_codes WHERE user_code_hash = ?', [
+        hashSecret(userCode),
+      ]);
+      if (!row) throw new BadRequest('unknown user code: check the code the CLI printed');
+      if (row.status !== 'pending') throw new Conflict('this user code was already approved');
+      if (expired(row)) throw new Gone('this user code expired: run svc login again');
+      if (!(await isMember(tx, teamId, userId))) throw new Forbidden('not a member of that team');
+      const team = (await getTeam(tx, teamId)) as Team;
+      const { key, apiKey } = await createKey(tx, teamId, name?.trim() || 'cli', userId);
+      const r = await tx.run(
+        "UPDATE device_codes SET status = 'approved', team_id = ?, key_id = ? WHERE code_hash = ? AND status = 'pending'",
+        [teamId, key.ID, row.code_hash],
+      );
+      if (r.changes === 0) throw new Conflict('this user code was already approved');
+      return { keyId: key.ID, codeHash: row.code_hash, apiKey, team };
+    });
+    this.#prune();
+    this.#held.set(codeHash, { apiKey, team, until: Date.now() + APPROVED_KEY_HOLD_MS });
+    return { approved: true, key_id: keyId, team_id: teamId };
+  }
+
+  /**
+   * The CLI's poll: 400 `invalid_device_code` unknown, 400 `expired_token` expired while pending,
+   * 428 `authorization_pending` before approval, 410 once the key was handed out (or is no
+   * longer held), else the key, exactly once.
+   */
+  async token(deviceCode: string): Promise<{ api_key: string; team: Team }> {
+    const codeHash = hashSecret(deviceCode);
+    const row = await this.#db.get<Row>('SELECT * FROM device_codes WHERE code_hash = ?', [codeHash]);
+    if (!row) throw new BadRequest('invalid_device_code');
+    if (row.status === 'pending') {
+      if (expired(row)) throw new BadRequest('expired_token');
+      throw new PreconditionRequired('authorization_pending');
+    }
+    if (row.status === 'delivered') throw new Gone('the key for this device code was already handed out');
+    this.#prune();
+    // Taken synchronously: two concurrent polls cannot both receive the key.
+    const held = this.#held.get(codeHash);
+    this.#held.delete(codeHash);
+    await this.#db.run("UPDATE device_codes SET status = 'delivered' WHERE code_hash = ?", [codeHash]);
+    if (!held) {
+      // Approved, but the material is gone (15 minutes passed or the server restarted): the key
+      // can never be handed out, so it must not stay valid either.
+      if (row.key_id) {
+        await this.#db.run('UPDATE api_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?', [
+          now(),
+          row.key_id,
+        ]);
+      }
+      throw new Gone(
+        'the approved key is no longer held (15 minutes passed or the server restarted): run svc login again',
+      );
+    }
+    return { api_key: held.apiKey, team: held.team };
+  }
+
+  #prune(at = Date.now()): void {
+    for (const [k, v] of this.#held) if (v.until <= at) this.#held.delete(k);
+  }
+}

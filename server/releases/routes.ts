@@ -1,0 +1,46 @@
+// GET /svcd, /svcd-linux-amd64, /svcd-linux-arm64: the sidecar binaries, streamed (auth none).
+import { Type } from '@sinclair/typebox';
+import type { FastifyReply } from 'fastify';
+import type { AppContext } from '../context.ts';
+import type { App } from '../http/app.ts';
+import { type Arch, archOf, openBuild } from './releases.ts';
+
+async function send(reply: FastifyReply, dir: string, arch: Arch) {
+  const build = await openBuild(dir, arch);
+  return reply
+    .type('application/octet-stream')
+    .header('content-length', String(build.size))
+    .header('content-disposition', `attachment; filename="${build.name}"`)
+    .send(build.stream);
+}
+
+const tags = ['releases'];
+
+export function releaseRoutes(app: App, ctx: AppContext): void {
+  app.get(
+    '/svcd',
+    {
+      config: { auth: 'none' },
+      schema: {
+        tags,
+        summary: 'Download the sidecar (amd64 unless arch=arm64)',
+        querystring: Type.Object({
+          arch: Type.Optional(
+            Type.String({
+              maxLength: 16,
+              description: 'amd64 (default) or arm64; x86_64 and aarch64 also work',
+            }),
+          ),
+        }),
+      },
+    },
+    async (req, reply) => send(reply, ctx.config.releasesDir, archOf(req.query.arch)),
+  );
+  for (const arch of ['amd64', 'arm64'] as const) {
+    app.get(
+      `/svcd-linux-${arch}`,
+      { config: { auth: 'none' }, schema: { tags, summary: `Download the linux/${arch} sidecar` } },
+      async (_req, reply) => send(reply, ctx.config.releasesDir, arch),
+    );
+  }
+}
