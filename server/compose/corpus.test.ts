@@ -76,7 +76,9 @@ function outcome(text: string, env?: Record<string, string>): 'parsed' | string 
     assertValidSpec(parseCompose(text, env ? { env } : {}).spec);
     return 'parsed';
   } catch (err) {
-    if (!(err instanceof ComposeError)) throw err;
+    if (!(err instanceof ComposeError)) {
+      throw err;
+    }
     assert.ok(err.message.startsWith('compose: '), err.message);
     return err.message;
   }
@@ -96,8 +98,13 @@ describe('compose corpus', () => {
     it(`${file}: ${EXPECTED[file] === 'parsed' ? 'parses' : 'is refused'}`, () => {
       const result = outcome(read(join(COMPOSE_DIR, file)));
       const expected = EXPECTED[file];
-      if (expected === 'parsed') assert.equal(result, 'parsed');
-      else for (const phrase of expected) assert.ok(result.includes(phrase), `'${phrase}' not in: ${result}`);
+      if (expected === 'parsed') {
+        assert.equal(result, 'parsed');
+      } else {
+        for (const phrase of expected) {
+          assert.ok(result.includes(phrase), `'${phrase}' not in: ${result}`);
+        }
+      }
     });
   }
 
@@ -151,7 +158,9 @@ describe('compose corpus', () => {
       T_BENCH_TASK_BUILD_CONTEXT_DIR: '.',
     };
     for (const file of files.filter((f) => f.startsWith('terminal-bench') || f.startsWith('ade-bench'))) {
-      if (file.includes('livecodebenchpro')) continue;
+      if (file.includes('livecodebenchpro')) {
+        continue;
+      }
       const result = outcome(read(join(COMPOSE_DIR, file)), env);
       assert.ok(
         result.includes("service 'client': volumes: '/var/tb/logs:/logs' is a host bind mount"),
@@ -194,7 +203,9 @@ describe('Harbor-style tasks', () => {
 
   for (const task of tasks) {
     const path = composeOf(task);
-    if (!path) continue;
+    if (!path) {
+      continue;
+    }
     it(`${task}: refused with a reason`, () => {
       const result = outcome(read(path));
       const phrase = task.startsWith('harbor')

@@ -79,10 +79,10 @@ describe('compose resources', () => {
     assert.equal(memoryMb('1g', 'x'), 1024);
     assert.equal(memoryMb('1.5GiB', 'x'), 1536);
     assert.equal(memoryMb('50M', 'x'), 50);
-    assert.equal(memoryMb('2048k', 'x'), 2);
+    assert.equal(memoryMb('8192k', 'x'), 8);
     assert.equal(memoryMb(1073741824, 'x'), 1024);
-    assert.equal(memoryMb('1000000', 'x'), 1);
-    assert.equal(memoryMb('100b', 'x'), 1);
+    assert.equal(memoryMb('10000000', 'x'), 10);
+    assert.equal(memoryMb('6m', 'x'), 6);
     assert.equal(memoryMb('0', 'x'), 0);
   });
 
@@ -122,6 +122,8 @@ describe('compose resources', () => {
       "service 'app': deploy.resources.limits.memory",
     );
     refuses(res('    cpus: -1\n'), "service 'app': cpus");
+    refuses(res('    cpus: "0.001"\n'), "service 'app': cpus", 'below the 0.01');
+    refuses(res('    mem_limit: 100b\n'), "service 'app': mem_limit", 'below the 6m');
     refuses(res('    cpus: many\n'), "service 'app': cpus");
     refuses(res('    pids_limit: 1.5\n'), "service 'app': pids_limit");
     refuses(

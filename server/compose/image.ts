@@ -38,13 +38,18 @@ const MAX_ITEMS = 256;
 
 /** The EnvSpec for an image sandbox. Every field is validated; a refusal is a ComposeError. */
 export function imageSandboxSpec(input: ImageSandboxInput): EnvSpec {
-  if (typeof input !== 'object' || input === null) fail('image sandbox: the body must be an object');
-  if (typeof input.image !== 'string' || input.image.trim() === '')
+  if (typeof input !== 'object' || input === null) {
+    fail('image sandbox: the body must be an object');
+  }
+  if (typeof input.image !== 'string' || input.image.trim() === '') {
     fail('image sandbox: image must be a non-empty string');
+  }
   const image = input.image.trim();
   checkImageRef(image, 'image sandbox: image');
   const egress = input.egress ?? 'deny';
-  if (egress !== 'deny' && egress !== 'allow') fail(`image sandbox: egress must be 'deny' or 'allow'`);
+  if (egress !== 'deny' && egress !== 'allow') {
+    fail(`image sandbox: egress must be 'deny' or 'allow'`);
+  }
   const ports = list(input.ports, 'ports').map((p, i) =>
     shortPort(scalarText(p as Node, `ports[${i}]`), 'image sandbox: ports'),
   );
@@ -59,9 +64,13 @@ export function imageSandboxSpec(input: ImageSandboxInput): EnvSpec {
   );
   const volumes = new Map<string, string>();
   for (const path of paths) {
-    if (path === '/') fail('image sandbox: volumes: a volume cannot be mounted at /');
+    if (path === '/') {
+      fail('image sandbox: volumes: a volume cannot be mounted at /');
+    }
     const name = pathSlug(path);
-    if (volumes.has(name)) fail(`image sandbox: volumes: ${path} is listed twice`);
+    if (volumes.has(name)) {
+      fail(`image sandbox: volumes: ${path} is listed twice`);
+    }
     volumes.set(name, path);
   }
   const service: ServiceRecord = {
@@ -82,31 +91,46 @@ export function imageSandboxSpec(input: ImageSandboxInput): EnvSpec {
 }
 
 function list(value: unknown, field: string): unknown[] {
-  if (value === undefined || value === null) return [];
-  if (!Array.isArray(value)) fail(`image sandbox: ${field} must be a list`);
-  if (value.length > MAX_ITEMS) fail(`image sandbox: ${field} has more than ${MAX_ITEMS} entries`);
+  if (value === undefined || value === null) {
+    return [];
+  }
+  if (!Array.isArray(value)) {
+    fail(`image sandbox: ${field} must be a list`);
+  }
+  if (value.length > MAX_ITEMS) {
+    fail(`image sandbox: ${field} has more than ${MAX_ITEMS} entries`);
+  }
   return value;
 }
 
 function command(cmd: unknown): string[] | null {
   const argv = list(cmd, 'cmd').map((arg, i) => {
-    if (typeof arg !== 'string' || arg.includes('\0'))
+    if (typeof arg !== 'string' || arg.includes('\0')) {
       fail(`image sandbox: cmd[${i}] must be a string without NUL bytes`);
+    }
     return arg;
   });
   return argv.length ? argv : null;
 }
 
 function env(value: unknown): Record<string, string> {
-  if (value === undefined || value === null) return {};
-  if (typeof value !== 'object' || Array.isArray(value))
+  if (value === undefined || value === null) {
+    return {};
+  }
+  if (typeof value !== 'object' || Array.isArray(value)) {
     fail('image sandbox: env must be an object of strings');
+  }
   const entries = Object.entries(value);
-  if (entries.length > MAX_ITEMS) fail(`image sandbox: env has more than ${MAX_ITEMS} variables`);
+  if (entries.length > MAX_ITEMS) {
+    fail(`image sandbox: env has more than ${MAX_ITEMS} variables`);
+  }
   for (const [key, v] of entries) {
-    if (!ENV_NAME.test(key)) fail(`image sandbox: env: '${key.slice(0, 60)}' is not a variable name`);
-    if (typeof v !== 'string' || v.includes('\0'))
+    if (!ENV_NAME.test(key)) {
+      fail(`image sandbox: env: '${key.slice(0, 60)}' is not a variable name`);
+    }
+    if (typeof v !== 'string' || v.includes('\0')) {
       fail(`image sandbox: env.${key} must be a string without NUL bytes`);
+    }
   }
   return Object.fromEntries(entries);
 }

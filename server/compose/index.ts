@@ -30,10 +30,14 @@ export interface ParsedCompose {
 
 export function parseCompose(text: string, opts: ParseOptions = {}): ParsedCompose {
   const env = opts.env ?? {};
-  if (typeof env !== 'object' || env === null) fail('interpolation variables must be an object');
+  if (typeof env !== 'object' || env === null) {
+    fail('interpolation variables must be an object');
+  }
   const warnings: string[] = [];
   const { root, unset } = loadCompose(text, env);
-  if (unset.length) warnings.push(`variables not set, replaced by an empty string: ${unset.join(', ')}`);
+  if (unset.length) {
+    warnings.push(`variables not set, replaced by an empty string: ${unset.join(', ')}`);
+  }
 
   const droppedTop = checkTopLevel(root);
   const declared = parseVolumeDeclarations(root.get('volumes'), warnings);
@@ -50,10 +54,13 @@ export function parseCompose(text: string, opts: ParseOptions = {}): ParsedCompo
   checkPublishedConflicts(services);
   const ext = parseExtensions(root, services, leftOut);
 
-  if (droppedTop.length)
+  if (droppedTop.length) {
     warnings.push(`dropped top-level ${droppedTop.join(', ')} (the sidecar manages these itself)`);
+  }
   const unused = [...declared].filter((v) => !volumes.used.has(v));
-  if (unused.length) warnings.push(`dropped unused volumes ${unused.join(', ')}`);
+  if (unused.length) {
+    warnings.push(`dropped unused volumes ${unused.join(', ')}`);
+  }
   if (ext.egress === 'deny' && services.some((s) => s.ports.length > 0)) {
     warnings.push(
       'ports are not published while x-svc.egress is deny (set x-svc.egress: allow to publish them)',
@@ -73,11 +80,16 @@ export function parseCompose(text: string, opts: ParseOptions = {}): ParsedCompo
 
 /** File order; services behind `profiles:` do not start by default in compose, so they are left out. */
 function selectServices(node: Node | undefined, warnings: string[]) {
-  if (node === undefined || node === null)
+  if (node === undefined || node === null) {
     fail('no services: a compose file needs at least one service under services:');
+  }
   const all = asMap(node, 'services');
-  if (all.size === 0) fail('no services: a compose file needs at least one service under services:');
-  if (all.size > MAX_SERVICES) fail(`${all.size} services declared; the limit is ${MAX_SERVICES}`);
+  if (all.size === 0) {
+    fail('no services: a compose file needs at least one service under services:');
+  }
+  if (all.size > MAX_SERVICES) {
+    fail(`${all.size} services declared; the limit is ${MAX_SERVICES}`);
+  }
   const active: [string, Node][] = [];
   const leftOut = new Set<string>();
   for (const [name, svc] of all) {
@@ -87,11 +99,17 @@ function selectServices(node: Node | undefined, warnings: string[]) {
       );
     }
     const profiles = svc instanceof Map ? asList(svc.get('profiles'), `service '${name}': profiles`) : [];
-    if (profiles.length > 0) leftOut.add(name);
-    else active.push([name, svc]);
+    if (profiles.length > 0) {
+      leftOut.add(name);
+    } else {
+      active.push([name, svc]);
+    }
   }
-  if (leftOut.size) warnings.push(`left out services behind profiles: ${[...leftOut].join(', ')}`);
-  if (active.length === 0)
+  if (leftOut.size) {
+    warnings.push(`left out services behind profiles: ${[...leftOut].join(', ')}`);
+  }
+  if (active.length === 0) {
     fail('every service is behind profiles:, so nothing would start; remove profiles: from at least one');
+  }
   return { active, leftOut };
 }

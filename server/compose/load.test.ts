@@ -26,6 +26,10 @@ describe('compose loading', () => {
     refuses(`services:\n  a: {image: redis}\n# ${'x'.repeat(1024 * 1024)}\n`, '1 MiB');
   });
 
+  it('refuses NUL characters in values', () => {
+    refuses('services:\n  a:\n    image: redis\n    command: "a\\0b"\n', 'services.a.command contains a NUL');
+  });
+
   it('refuses text that is not a string', () => {
     refuses(undefined as unknown as string, 'must be text');
     refuses(Buffer.from('services: {}') as unknown as string, 'must be text');

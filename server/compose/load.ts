@@ -22,14 +22,22 @@ export interface Loaded {
 }
 
 export function loadCompose(text: unknown, env: Record<string, string>): Loaded {
-  if (typeof text !== 'string') fail('the compose file must be text');
+  if (typeof text !== 'string') {
+    fail('the compose file must be text');
+  }
   const bytes = Buffer.byteLength(text, 'utf8');
-  if (bytes > MAX_COMPOSE_BYTES) fail(`the compose file is ${bytes} bytes; the limit is 1 MiB`);
+  if (bytes > MAX_COMPOSE_BYTES) {
+    fail(`the compose file is ${bytes} bytes; the limit is 1 MiB`);
+  }
   const raw = parseYaml(text);
-  if (raw === null || raw === undefined) fail('the compose file is empty; it needs a services: mapping');
+  if (raw === null || raw === undefined) {
+    fail('the compose file is empty; it needs a services: mapping');
+  }
   const unset = new Set<string>();
   const root = convert(raw, '', 0, { env, unset, values: 0 });
-  if (!(root instanceof Map)) fail('the top level of a compose file must be a mapping with services:');
+  if (!(root instanceof Map)) {
+    fail('the top level of a compose file must be a mapping with services:');
+  }
   return { root, unset: [...unset].sort() };
 }
 
@@ -37,10 +45,14 @@ function parseYaml(text: string): unknown {
   try {
     const doc = parseDocument(text, { merge: true, uniqueKeys: true, prettyErrors: true });
     const problem = doc.errors[0] ?? doc.warnings[0];
-    if (problem) fail(`invalid YAML: ${firstLine(problem.message)}`);
+    if (problem) {
+      fail(`invalid YAML: ${firstLine(problem.message)}`);
+    }
     return doc.toJS({ mapAsMap: true, maxAliasCount: MAX_ALIAS_COUNT });
   } catch (err) {
-    if (err instanceof ComposeError) throw err;
+    if (err instanceof ComposeError) {
+      throw err;
+    }
     // Alias bombs, unresolved aliases and pathological nesting surface as thrown errors.
     const message = err instanceof Error ? err.message : String(err);
     return fail(`invalid YAML: ${firstLine(message)}`);
@@ -59,18 +71,32 @@ interface Vars {
 }
 
 function convert(value: unknown, path: string, depth: number, vars: Vars): Node {
-  if (depth > MAX_DEPTH) fail(`${path || 'the document'} is nested deeper than ${MAX_DEPTH} levels`);
+  if (depth > MAX_DEPTH) {
+    fail(`${path || 'the document'} is nested deeper than ${MAX_DEPTH} levels`);
+  }
   vars.values = (vars.values ?? 0) + 1;
-  if (vars.values > MAX_VALUES)
+  if (vars.values > MAX_VALUES) {
     fail(`the document expands to more than ${MAX_VALUES} values (through aliases?)`);
-  if (typeof value === 'string') return interpolate(value, path, vars, 0);
-  if (value === null || typeof value === 'number' || typeof value === 'boolean') return value;
-  if (Array.isArray(value)) return value.map((item, i) => convert(item, `${path}[${i}]`, depth + 1, vars));
+  }
+  if (typeof value === 'string') {
+    // No process argument, variable or path can carry a NUL byte.
+    if (value.includes('\0')) {
+      fail(`${path || 'the document'} contains a NUL character`);
+    }
+    return interpolate(value, path, vars, 0);
+  }
+  if (value === null || typeof value === 'number' || typeof value === 'boolean') {
+    return value;
+  }
+  if (Array.isArray(value)) {
+    return value.map((item, i) => convert(item, `${path}[${i}]`, depth + 1, vars));
+  }
   if (value instanceof Map) {
     const out: NodeMap = new Map();
     for (const [key, item] of value) {
-      if (key !== null && typeof key === 'object')
+      if (key !== null && typeof key === 'object') {
         fail(`invalid YAML: ${path || 'a'} mapping key is not a scalar`);
+      }
       const name = String(key);
       out.set(name, convert(item, path ? `${path}.${name}` : name, depth + 1, vars));
     }
@@ -84,8 +110,12 @@ const BRACED = /^([_a-zA-Z][_a-zA-Z0-9]*)(?:(:?[-?+])([\s\S]*))?$/;
 
 /** `$$`, `$VAR`, `${VAR}`, `${VAR:-d}`, `${VAR-d}`, `${VAR:?e}`, `${VAR?e}`, `${VAR:+r}`, `${VAR+r}`. */
 export function interpolate(text: string, where: string, vars: Vars, nesting: number): string {
-  if (!text.includes('$')) return text;
-  if (nesting > MAX_NESTED_INTERPOLATION) fail(`${where}: interpolation nested too deeply`);
+  if (!text.includes('$')) {
+    return text;
+  }
+  if (nesting > MAX_NESTED_INTERPOLATION) {
+    fail(`${where}: interpolation nested too deeply`);
+  }
   let out = '';
   let i = 0;
   while (i < text.length) {
@@ -101,8 +131,9 @@ export function interpolate(text: string, where: string, vars: Vars, nesting: nu
       i = dollar + 2;
     } else if (next === '{') {
       const end = closingBrace(text, dollar + 2);
-      if (end < 0)
+      if (end < 0) {
         fail(`${where}: invalid interpolation format '${text.slice(dollar, dollar + 40)}': no closing }`);
+      }
       out += substitute(text.slice(dollar + 2, end), where, vars, nesting);
       i = end + 1;
     } else {
@@ -118,21 +149,28 @@ export function interpolate(text: string, where: string, vars: Vars, nesting: nu
 function closingBrace(text: string, from: number): number {
   let depth = 1;
   for (let j = from; j < text.length; j++) {
-    if (text[j] === '{') depth++;
-    else if (text[j] === '}' && --depth === 0) return j;
+    if (text[j] === '{') {
+      depth++;
+    } else if (text[j] === '}' && --depth === 0) {
+      return j;
+    }
   }
   return -1;
 }
 
 function lookup(name: string, vars: Vars): string {
-  if (Object.hasOwn(vars.env, name)) return String(vars.env[name]);
+  if (Object.hasOwn(vars.env, name)) {
+    return String(vars.env[name]);
+  }
   vars.unset.add(name);
   return '';
 }
 
 function substitute(body: string, where: string, vars: Vars, nesting: number): string {
   const m = BRACED.exec(body);
-  if (!m) fail(`${where}: invalid interpolation format '\${${body.slice(0, 60)}}'`);
+  if (!m) {
+    fail(`${where}: invalid interpolation format '\${${body.slice(0, 60)}}'`);
+  }
   const [, name, op, arg = ''] = m;
   const set = Object.hasOwn(vars.env, name);
   const value = set ? String(vars.env[name]) : undefined;

@@ -14,14 +14,20 @@ interface Range {
 }
 
 export function parsePorts(node: Node | undefined, where: string): string[] {
-  if (node === undefined || node === null) return [];
-  if (!Array.isArray(node)) fail(`${where} must be a list, got ${show(node)}`);
+  if (node === undefined || node === null) {
+    return [];
+  }
+  if (!Array.isArray(node)) {
+    fail(`${where} must be a list, got ${show(node)}`);
+  }
   const out: string[] = [];
   node.forEach((item, i) => {
     const port = isMap(item)
       ? longPort(item, `${where}[${i}]`)
       : shortPort(scalarText(item, `${where}[${i}]`), where);
-    if (!out.includes(port)) out.push(port);
+    if (!out.includes(port)) {
+      out.push(port);
+    }
   });
   return out;
 }
@@ -39,16 +45,24 @@ export function shortPort(raw: string, where: string): string {
   }
   if (rest.startsWith('[')) {
     const close = rest.indexOf(']:');
-    if (close < 0) bad('unclosed [ipv6] host address');
+    if (close < 0) {
+      bad('unclosed [ipv6] host address');
+    }
     rest = rest.slice(close + 2);
-    if (!rest.includes(':')) rest = `:${rest}`;
+    if (!rest.includes(':')) {
+      rest = `:${rest}`;
+    }
   }
   const parts = rest.split(':');
   if (parts.length === 3) {
-    if (!IPV4.test(parts[0]) && parts[0] !== '') bad(`'${parts[0]}' is not a host IP`);
+    if (!IPV4.test(parts[0]) && parts[0] !== '') {
+      bad(`'${parts[0]}' is not a host IP`);
+    }
     parts.shift();
   }
-  if (parts.length > 2) bad('too many colons');
+  if (parts.length > 2) {
+    bad('too many colons');
+  }
   const target = parts[parts.length - 1];
   const published = parts.length === 2 ? parts[0] : '';
   return normalise(published, target, protocol, bad);
@@ -56,11 +70,15 @@ export function shortPort(raw: string, where: string): string {
 
 function longPort(item: Map<string, Node>, where: string): string {
   for (const key of item.keys()) {
-    if (!LONG_KEYS.has(key) && !key.startsWith('x-')) fail(`${where}: unknown port key '${key}'`);
+    if (!LONG_KEYS.has(key) && !key.startsWith('x-')) {
+      fail(`${where}: unknown port key '${key}'`);
+    }
   }
   const bad = (why: string): never => fail(`${where}: not a port mapping (${why})`);
   const target = item.get('target');
-  if (target === undefined || target === null) bad('target: is required');
+  if (target === undefined || target === null) {
+    bad('target: is required');
+  }
   const published = item.get('published');
   const protocol = item.has('protocol') ? scalarText(item.get('protocol'), `${where}.protocol`) : 'tcp';
   return normalise(
@@ -72,13 +90,17 @@ function longPort(item: Map<string, Node>, where: string): string {
 }
 
 function normalise(published: string, target: string, protocol: string, bad: (why: string) => never): string {
-  if (!PROTOCOLS.has(protocol)) bad(`protocol '${protocol}' is not tcp, udp or sctp`);
+  if (!PROTOCOLS.has(protocol)) {
+    bad(`protocol '${protocol}' is not tcp, udp or sctp`);
+  }
   const t = parseRange(target, bad);
   if (published !== '') {
     const p = parseRange(published, bad);
     const tSize = t.to - t.from;
     // docker picks one host port from a range for a single target; a target range needs its own size.
-    if (tSize > 0 && p.to - p.from !== tSize) bad('the published and target ranges differ in size');
+    if (tSize > 0 && p.to - p.from !== tSize) {
+      bad('the published and target ranges differ in size');
+    }
   }
   const suffix = protocol === 'tcp' ? '' : `/${protocol}`;
   return `${published === '' ? '' : `${published}:`}${target}${suffix}`;
@@ -86,10 +108,14 @@ function normalise(published: string, target: string, protocol: string, bad: (wh
 
 function parseRange(text: string, bad: (why: string) => never): Range {
   const m = RANGE.exec(text);
-  if (!m) bad(`'${text}' is not a port or a range a-b`);
+  if (!m) {
+    bad(`'${text}' is not a port or a range a-b`);
+  }
   const from = Number(m[1]);
   const to = m[2] === undefined ? from : Number(m[2]);
-  if (from < 1 || to > 65535 || to < from) bad(`'${text}' is outside 1-65535`);
+  if (from < 1 || to > 65535 || to < from) {
+    bad(`'${text}' is outside 1-65535`);
+  }
   return { from, to };
 }
 
@@ -99,7 +125,9 @@ export function checkPublishedConflicts(services: { name: string; ports: string[
   for (const service of services) {
     for (const port of service.ports) {
       const m = /^(\d+)(?:-(\d+))?:[^/]+(?:\/(\w+))?$/.exec(port);
-      if (!m) continue;
+      if (!m) {
+        continue;
+      }
       const range = { from: Number(m[1]), to: Number(m[2] ?? m[1]) };
       const protocol = m[3] ?? 'tcp';
       const clash = seen.find(

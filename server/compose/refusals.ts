@@ -97,7 +97,9 @@ export function isRuledKey(key: string): boolean {
 /** Throws for a refused value; returns the key when the value is harmless and merely dropped. */
 export function checkRuledKey(service: string, key: string, value: Node): void {
   const hit = RULES[key].refused(value);
-  if (hit) fail(`service '${service}': ${hit} is refused; ${RULES[key].reason}`);
+  if (hit) {
+    fail(`service '${service}': ${hit} is refused; ${RULES[key].reason}`);
+  }
 }
 
 /** How a top-level secret or config gets its content, for the refusal message. */
@@ -113,11 +115,18 @@ export function parseBackings(node: Node | undefined, kind: 'secrets' | 'configs
 }
 
 function backing(map: NodeMap): string {
-  if (map.has('file')) return `is backed by the host file '${scalarText(map.get('file'), 'file')}'`;
-  if (map.has('environment'))
+  if (map.has('file')) {
+    return `is backed by the host file '${scalarText(map.get('file'), 'file')}'`;
+  }
+  if (map.has('environment')) {
     return `comes from the variable '${scalarText(map.get('environment'), 'environment')}' of the compose process`;
-  if (map.has('external')) return 'is external';
-  if (map.has('content')) return 'has inline content';
+  }
+  if (map.has('external')) {
+    return 'is external';
+  }
+  if (map.has('content')) {
+    return 'has inline content';
+  }
   return 'is declared';
 }
 
@@ -129,7 +138,9 @@ export function checkSecretUse(
   declared: Backings,
 ): void {
   const items = asList(node, `service '${service}': ${kind}`);
-  if (items.length === 0) return;
+  if (items.length === 0) {
+    return;
+  }
   const first = items[0];
   const name = isMap(first)
     ? scalarText(first.get('source'), `${kind}[0].source`)
@@ -145,17 +156,22 @@ export function checkSecretUse(
 export function checkTopLevel(root: NodeMap): string[] {
   const dropped: string[] = [];
   for (const key of root.keys()) {
-    if (key === 'services' || key === 'volumes' || key.startsWith('x-svc')) continue;
-    if (key === 'include')
+    if (key === 'services' || key === 'volumes' || key.startsWith('x-svc')) {
+      continue;
+    }
+    if (key === 'include') {
       fail('include: is refused; other files are never read: put the whole stack in one file');
-    if (key === 'models')
+    }
+    if (key === 'models') {
       fail('models: is refused; models are not provided by the sidecar: run the model server as a service');
-    if (['networks', 'secrets', 'configs', 'version', 'name'].includes(key) || key.startsWith('x-'))
+    }
+    if (['networks', 'secrets', 'configs', 'version', 'name'].includes(key) || key.startsWith('x-')) {
       dropped.push(key);
-    else
+    } else {
       fail(
         `unknown top-level key '${key}'; a compose file has services:, volumes:, networks:, secrets:, configs: and x- keys`,
       );
+    }
   }
   return dropped;
 }

@@ -21,13 +21,20 @@ const MAX_MEMORY_MB = 16 * 1024 * 1024;
 export function memoryMb(node: Node, where: string): number {
   const text = scalarText(node, where).trim();
   const m = /^(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?b)?$/i.exec(text);
-  if (!m)
+  if (!m) {
     fail(
       `${where}: '${text}' is not a memory size; write bytes or a number with b, k, m or g (like 512m or 1g)`,
     );
+  }
   const bytes = Number(m[1]) * 1024 ** UNITS[m[2].toLowerCase()];
   const mb = Math.ceil(bytes / 1024 / 1024);
-  if (!Number.isFinite(mb) || mb > MAX_MEMORY_MB) fail(`${where}: '${text}' is larger than 16 TiB`);
+  if (!Number.isFinite(mb) || mb > MAX_MEMORY_MB) {
+    fail(`${where}: '${text}' is larger than 16 TiB`);
+  }
+  // The container engine refuses limits under 6 MiB; zero stays "the sidecar default".
+  if (mb > 0 && mb < 6) {
+    fail(`${where}: '${text}' is below the 6m minimum a container can be limited to`);
+  }
   return mb;
 }
 
@@ -35,6 +42,9 @@ function cpuCount(node: Node, where: string): number {
   const n = typeof node === 'string' && /^\s*\d*\.?\d+\s*$/.test(node) ? Number(node) : node;
   if (typeof n !== 'number' || !Number.isFinite(n) || n < 0 || n > 1024) {
     fail(`${where}: must be a number of cpus from 0 to 1024, like 0.5 or 2`);
+  }
+  if (n > 0 && n < 0.01) {
+    fail(`${where}: ${n} is below the 0.01 cpus a container can be limited to`);
   }
   return n;
 }
@@ -47,8 +57,9 @@ function pidCount(node: Node, where: string): number {
 
 /** One limit given in two places must agree, as compose itself insists. */
 function pick(a: number | null, b: number | null, what: string, where: string): number {
-  if (a !== null && b !== null && a !== b)
+  if (a !== null && b !== null && a !== b) {
     fail(`${where}: ${what} and deploy.resources.limits disagree (${a} vs ${b})`);
+  }
   return a ?? b ?? 0;
 }
 
@@ -90,11 +101,17 @@ function deployLimits(service: string, node: Node | undefined, warnings: string[
   const deploy = asMap(node, where);
   const dropped: string[] = [];
   for (const [key, value] of deploy) {
-    if (key.startsWith('x-')) continue;
-    if (!DEPLOY_KEYS.has(key)) fail(`${where}: unknown key '${key}'`);
+    if (key.startsWith('x-')) {
+      continue;
+    }
+    if (!DEPLOY_KEYS.has(key)) {
+      fail(`${where}: unknown key '${key}'`);
+    }
     if (key === 'replicas') {
       const replicas = asInt(value, `${where}.replicas`, 0, 1000);
-      if (replicas !== 1) dropped.push(`replicas (${replicas}; one container runs per service)`);
+      if (replicas !== 1) {
+        dropped.push(`replicas (${replicas}; one container runs per service)`);
+      }
     } else if (key !== 'resources') {
       dropped.push(key);
     }
@@ -111,13 +128,17 @@ function deployLimits(service: string, node: Node | undefined, warnings: string[
       `${where}.resources.reservations.devices is refused; devices and GPUs are not passed through: remove it`,
     );
   }
-  if (reservations.size > 0) dropped.push('resources.reservations');
+  if (reservations.size > 0) {
+    dropped.push('resources.reservations');
+  }
   const limits = asMap(resources.get('limits'), `${where}.resources.limits`);
   for (const key of limits.keys()) {
     if (!['memory', 'cpus', 'pids'].includes(key) && !key.startsWith('x-')) {
       fail(`${where}.resources.limits: unknown key '${key}'`);
     }
   }
-  if (dropped.length) warnings.push(`${where}: dropped ${dropped.join(', ')}`);
+  if (dropped.length) {
+    warnings.push(`${where}: dropped ${dropped.join(', ')}`);
+  }
   return limits;
 }

@@ -34,7 +34,9 @@ function check(text: unknown, label: string, env?: Record<string, string>): bool
     assertValidSpec(parseCompose(text as string, env ? { env } : {}).spec);
     return true;
   } catch (err) {
-    if (err instanceof ComposeError && err.message.startsWith('compose: ')) return false;
+    if (err instanceof ComposeError && err.message.startsWith('compose: ')) {
+      return false;
+    }
     return assert.fail(`${label}: ${err instanceof Error ? err.stack : String(err)}`);
   }
 }
@@ -51,11 +53,14 @@ describe('compose robustness', () => {
   it('every truncation of every corpus file', () => {
     for (const { name, text } of corpus) {
       const step = Math.max(1, Math.floor(text.length / 60));
-      for (let end = 0; end <= text.length; end += step) check(text.slice(0, end), `${name} cut at ${end}`);
+      for (let end = 0; end <= text.length; end += step) {
+        check(text.slice(0, end), `${name} cut at ${end}`);
+      }
       const lines = text.split('\n');
       const lineStep = Math.max(1, Math.floor(lines.length / 40));
-      for (let n = 0; n <= lines.length; n += lineStep)
+      for (let n = 0; n <= lines.length; n += lineStep) {
         check(lines.slice(0, n).join('\n'), `${name} to line ${n}`);
+      }
     }
   });
 
@@ -122,8 +127,12 @@ describe('compose robustness', () => {
     ];
     const value = (depth: number): unknown => {
       const r = next();
-      if (depth > 3 || r < 0.45) return pick(scalars);
-      if (r < 0.7) return Array.from({ length: Math.floor(next() * 4) }, () => value(depth + 1));
+      if (depth > 3 || r < 0.45) {
+        return pick(scalars);
+      }
+      if (r < 0.7) {
+        return Array.from({ length: Math.floor(next() * 4) }, () => value(depth + 1));
+      }
       return Object.fromEntries(
         Array.from({ length: Math.floor(next() * 5) }, () => [pick(keys), value(depth + 1)]),
       );
@@ -137,10 +146,15 @@ describe('compose robustness', () => {
         ]),
       );
       const doc: Record<string, unknown> = { services };
-      if (next() < 0.3) doc.volumes = { data: value(2) };
-      if (next() < 0.3)
+      if (next() < 0.3) {
+        doc.volumes = { data: value(2) };
+      }
+      if (next() < 0.3) {
         doc['x-svc'] = { agent: { service: pick(['s0', 's1', 'zz']) }, verifier: value(1), egress: value(3) };
-      if (check(stringify(doc), `seed 3 doc ${i}`, { X: 'x' })) parsed++;
+      }
+      if (check(stringify(doc), `seed 3 doc ${i}`, { X: 'x' })) {
+        parsed++;
+      }
     }
     // The generator must reach the accepting paths too, not only refusals.
     assert.ok(parsed > 50, `only ${parsed} of 1500 parsed`);
@@ -182,8 +196,9 @@ describe('compose robustness', () => {
     const wide = `x: &x [${Array(20_000).fill('y').join(',')}]\nservices:\n  s:\n    image: x\n    labels: [${Array(2_000).fill('*x').join(',')}]\n`;
     assert.throws(() => parseCompose(wide), ComposeError);
     const merges = ['x0: &x0 {k: v}'];
-    for (let i = 1; i < 30; i++)
+    for (let i = 1; i < 30; i++) {
       merges.push(`x${i}: &x${i}\n  <<: [*x${i - 1}, *x${i - 1}]\n  k${i}: [*x${i - 1}, *x${i - 1}]`);
+    }
     check(`${merges.join('\n')}\nservices:\n  s:\n    image: x\n    environment: *x29\n`, 'merge bomb');
   });
 
@@ -240,7 +255,9 @@ describe('compose robustness', () => {
     for (let i = 0; i < 2000; i++) {
       const input: Record<string, unknown> = {};
       for (const key of ['image', 'cmd', 'env', 'ports', 'volumes', 'egress']) {
-        if (next() < 0.6) input[key] = any[Math.floor(next() * any.length)];
+        if (next() < 0.6) {
+          input[key] = any[Math.floor(next() * any.length)];
+        }
       }
       try {
         assertValidSpec(imageSandboxSpec(input as unknown as ImageSandboxInput));

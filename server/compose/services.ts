@@ -52,22 +52,32 @@ const HANDLED = new Set([
 
 export function parseService(name: string, node: Node, ctx: ServiceContext): ParsedService {
   const where = `service '${name}'`;
-  if (node === null) fail(`${where} is empty; it needs at least image:`);
+  if (node === null) {
+    fail(`${where} is empty; it needs at least image:`);
+  }
   const svc = asMap(node, where);
   const dropped: string[] = [];
   for (const [key, value] of svc) {
-    if (HANDLED.has(key)) continue;
+    if (HANDLED.has(key)) {
+      continue;
+    }
     if (isRuledKey(key)) {
       checkRuledKey(name, key, value);
-      if (value !== null && value !== false) dropped.push(key);
+      if (value !== null && value !== false) {
+        dropped.push(key);
+      }
     } else if (DROPPED_SERVICE_KEYS.has(key) || key.startsWith('x-')) {
       dropped.push(key);
     } else {
       fail(`${where}: unknown key '${key}'`);
     }
   }
-  if (svc.has('secrets')) checkSecretUse(name, 'secrets', svc.get('secrets') ?? null, ctx.secrets);
-  if (svc.has('configs')) checkSecretUse(name, 'configs', svc.get('configs') ?? null, ctx.configs);
+  if (svc.has('secrets')) {
+    checkSecretUse(name, 'secrets', svc.get('secrets') ?? null, ctx.secrets);
+  }
+  if (svc.has('configs')) {
+    checkSecretUse(name, 'configs', svc.get('configs') ?? null, ctx.configs);
+  }
   const record: ServiceRecord = {
     name,
     image: parseImage(name, svc, ctx.warnings),
@@ -82,8 +92,9 @@ export function parseService(name: string, node: Node, ctx: ServiceContext): Par
     working_dir: parseWorkingDir(name, svc.get('working_dir')),
     resources: parseResources(name, svc, ctx.warnings),
   };
-  if (dropped.length)
+  if (dropped.length) {
     ctx.warnings.push(`${where}: dropped ${dropped.join(', ')} (the sidecar manages these itself)`);
+  }
   return { record, deps: parseDependsOn(name, svc.get('depends_on')) };
 }
 
@@ -103,9 +114,13 @@ function parseImage(name: string, svc: NodeMap, warnings: string[]): string {
     );
   }
   const ref = scalarText(image, `${where}: image`).trim();
-  if (ref === '') fail(`${where}: image: is empty (is a variable unset?)`);
+  if (ref === '') {
+    fail(`${where}: image: is empty (is a variable unset?)`);
+  }
   checkImageRef(ref, `${where}: image`);
-  if (hasBuild) warnings.push(`${where}: build: ignored; the image '${ref}' is pulled instead`);
+  if (hasBuild) {
+    warnings.push(`${where}: build: ignored; the image '${ref}' is pulled instead`);
+  }
   return ref;
 }
 
@@ -116,10 +131,16 @@ function parseEnvironment(name: string, node: Node | undefined, warnings: string
   const entries: [string, string][] = [];
   const passThrough: string[] = [];
   const add = (key: string, value: string | null) => {
-    if (!ENV_KEY.test(key)) fail(`${where}: '${key}' is not a variable name`);
-    if (value === null) passThrough.push(key);
-    else if (value.includes('\0')) fail(`${where}: the value of ${key} contains a NUL byte`);
-    else entries.push([key, value]);
+    if (!ENV_KEY.test(key)) {
+      fail(`${where}: '${key}' is not a variable name`);
+    }
+    if (value === null) {
+      passThrough.push(key);
+    } else if (value.includes('\0')) {
+      fail(`${where}: the value of ${key} contains a NUL byte`);
+    } else {
+      entries.push([key, value]);
+    }
   };
   if (Array.isArray(node)) {
     node.forEach((item, i) => {
@@ -129,8 +150,9 @@ function parseEnvironment(name: string, node: Node | undefined, warnings: string
     });
   } else {
     for (const [key, value] of asMap(node, where)) {
-      if (value !== null && (isMap(value) || Array.isArray(value)))
+      if (value !== null && (isMap(value) || Array.isArray(value))) {
         fail(`${where}.${key} must be a string, got ${show(value)}`);
+      }
       add(key, value === null ? null : scalarText(value, `${where}.${key}`));
     }
   }
@@ -144,7 +166,9 @@ function parseEnvironment(name: string, node: Node | undefined, warnings: string
 }
 
 function parseUser(name: string, node: Node | undefined): string {
-  if (node === undefined || node === null) return '';
+  if (node === undefined || node === null) {
+    return '';
+  }
   const user = scalarText(node, `service '${name}': user`).trim();
   if (user !== '' && !/^[A-Za-z0-9_.-]+(?::[A-Za-z0-9_.-]+)?$/.test(user)) {
     fail(`service '${name}': user: '${user}' is not a user; write '<uid>:<gid>' or a user name`);
@@ -153,7 +177,9 @@ function parseUser(name: string, node: Node | undefined): string {
 }
 
 function parseWorkingDir(name: string, node: Node | undefined): string {
-  if (node === undefined || node === null) return '';
+  if (node === undefined || node === null) {
+    return '';
+  }
   return containerPath(scalarText(node, `service '${name}': working_dir`), `service '${name}': working_dir`);
 }
 
@@ -161,7 +187,9 @@ const CONDITIONS = new Set<string>(['service_started', 'service_healthy', 'servi
 
 function parseDependsOn(name: string, node: Node | undefined): DependsRef[] {
   const where = `service '${name}': depends_on`;
-  if (node === undefined || node === null) return [];
+  if (node === undefined || node === null) {
+    return [];
+  }
   if (Array.isArray(node)) {
     const names = node.map((item, i) => scalarText(item, `${where}[${i}]`));
     return [...new Set(names)].map((dep) => ({ name: dep, condition: 'service_started', required: true }));
@@ -193,15 +221,20 @@ export function linkDependencies(parsed: ParsedService[], leftOut: Set<string>, 
     const where = `service '${record.name}': depends_on`;
     const kept: [string, { condition: DependsCondition }][] = [];
     for (const dep of deps) {
-      if (dep.name === record.name) fail(`${where}: a service cannot depend on itself`);
-      if (names.has(dep.name)) kept.push([dep.name, { condition: dep.condition }]);
-      else if (!dep.required)
+      if (dep.name === record.name) {
+        fail(`${where}: a service cannot depend on itself`);
+      }
+      if (names.has(dep.name)) {
+        kept.push([dep.name, { condition: dep.condition }]);
+      } else if (!dep.required) {
         warnings.push(`${where}: dropped '${dep.name}' (required: false and not started)`);
-      else if (leftOut.has(dep.name)) {
+      } else if (leftOut.has(dep.name)) {
         fail(
           `${where}: '${dep.name}' is left out by its profiles:; remove profiles: from '${dep.name}' or this dependency`,
         );
-      } else fail(`${where}: service '${dep.name}' does not exist`);
+      } else {
+        fail(`${where}: service '${dep.name}' does not exist`);
+      }
     }
     record.depends_on = Object.fromEntries(kept);
   }
@@ -212,13 +245,19 @@ function checkCycles(records: ServiceRecord[]): void {
   const byName = new Map(records.map((r) => [r.name, r]));
   const state = new Map<string, 'open' | 'done'>();
   const visit = (name: string, trail: string[]): void => {
-    if (state.get(name) === 'done') return;
+    if (state.get(name) === 'done') {
+      return;
+    }
     if (state.get(name) === 'open') {
       fail(`depends_on forms a cycle: ${[...trail.slice(trail.indexOf(name)), name].join(' -> ')}`);
     }
     state.set(name, 'open');
-    for (const dep of Object.keys(byName.get(name)?.depends_on ?? {})) visit(dep, [...trail, name]);
+    for (const dep of Object.keys(byName.get(name)?.depends_on ?? {})) {
+      visit(dep, [...trail, name]);
+    }
     state.set(name, 'done');
   };
-  for (const r of records) visit(r.name, []);
+  for (const r of records) {
+    visit(r.name, []);
+  }
 }

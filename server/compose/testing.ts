@@ -10,8 +10,9 @@ export function assertRefused(run: () => unknown, ...phrases: string[]): string 
   } catch (err) {
     assert.ok(err instanceof ComposeError, `expected a ComposeError, got ${(err as Error)?.stack ?? err}`);
     assert.ok(err.message.startsWith('compose: '), err.message);
-    for (const phrase of phrases)
+    for (const phrase of phrases) {
       assert.ok(err.message.includes(phrase), `'${phrase}' not in: ${err.message}`);
+    }
     return err.message;
   }
   return assert.fail(`expected a refusal containing ${phrases.join(', ')}`);
@@ -66,15 +67,21 @@ export function assertValidSpec(spec: EnvSpec): void {
   for (const s of spec.services) {
     assert.match(s.name, /^[a-zA-Z0-9][a-zA-Z0-9_.-]*$/);
     assert.ok(s.image.length > 0, `${s.name}: image`);
-    for (const [k, v] of Object.entries(s.env)) assert.equal(typeof v, 'string', `${s.name}: env ${k}`);
-    for (const p of s.ports) assert.match(p, PORT);
+    for (const [k, v] of Object.entries(s.env)) {
+      assert.equal(typeof v, 'string', `${s.name}: env ${k}`);
+    }
+    for (const p of s.ports) {
+      assert.match(p, PORT);
+    }
     for (const v of s.volumes) {
       const [volume, path, mode] = v.split(':');
       assert.ok(spec.volumes.includes(volume), `${s.name}: volume ${volume} listed`);
       assert.ok(path.startsWith('/'), `${s.name}: ${v}`);
       assert.ok(mode === undefined || mode === 'ro', `${s.name}: ${v}`);
     }
-    for (const dep of Object.keys(s.depends_on)) assert.ok(names.has(dep), `${s.name} depends on ${dep}`);
+    for (const dep of Object.keys(s.depends_on)) {
+      assert.ok(names.has(dep), `${s.name} depends on ${dep}`);
+    }
     if (s.health) {
       assert.ok(
         ['CMD', 'CMD-SHELL', 'NONE'].includes(s.health.test[0]),
@@ -82,9 +89,13 @@ export function assertValidSpec(spec: EnvSpec): void {
       );
       assert.match(s.health.interval, DURATION);
     }
-    for (const r of [s.resources.memory_mb, s.resources.cpus, s.resources.pids]) assert.ok(r >= 0);
+    for (const r of [s.resources.memory_mb, s.resources.cpus, s.resources.pids]) {
+      assert.ok(r >= 0);
+    }
   }
-  if (spec.agent) assert.ok(names.has(spec.agent.service));
+  if (spec.agent) {
+    assert.ok(names.has(spec.agent.service));
+  }
   if (spec.verifier) {
     assert.ok((spec.verifier.image === undefined) !== (spec.verifier.service === undefined));
     assert.ok(spec.verifier.timeout_sec > 0);

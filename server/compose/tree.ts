@@ -23,42 +23,72 @@ export function isMap(node: Node | undefined): node is NodeMap {
 
 /** Short, quoted rendering of a value for messages. */
 export function show(node: Node | undefined): string {
-  if (node === undefined) return 'nothing';
-  if (typeof node === 'string') return `'${node.length > 80 ? `${node.slice(0, 77)}...` : node}'`;
-  if (isMap(node)) return 'a mapping';
-  if (Array.isArray(node)) return 'a list';
+  if (node === undefined) {
+    return 'nothing';
+  }
+  if (typeof node === 'string') {
+    return `'${node.length > 80 ? `${node.slice(0, 77)}...` : node}'`;
+  }
+  if (isMap(node)) {
+    return 'a mapping';
+  }
+  if (Array.isArray(node)) {
+    return 'a list';
+  }
   return String(node);
 }
 
 export function asMap(node: Node | undefined, where: string): NodeMap {
-  if (node === null || node === undefined) return new Map();
-  if (!isMap(node)) fail(`${where} must be a mapping, got ${show(node)}`);
+  if (node === null || node === undefined) {
+    return new Map();
+  }
+  if (!isMap(node)) {
+    fail(`${where} must be a mapping, got ${show(node)}`);
+  }
   return node;
 }
 
 export function asList(node: Node | undefined, where: string): Node[] {
-  if (node === null || node === undefined) return [];
-  if (!Array.isArray(node)) fail(`${where} must be a list, got ${show(node)}`);
+  if (node === null || node === undefined) {
+    return [];
+  }
+  if (!Array.isArray(node)) {
+    fail(`${where} must be a list, got ${show(node)}`);
+  }
   return node;
 }
 
 /** Scalars become strings (compose accepts `user: 1000`, `retries: "3"`...). */
 export function scalarText(node: Node | undefined, where: string): string {
-  if (typeof node === 'string') return node;
-  if (typeof node === 'number' && Number.isFinite(node)) return String(node);
-  if (typeof node === 'boolean') return String(node);
+  if (typeof node === 'string') {
+    return node;
+  }
+  if (typeof node === 'number' && Number.isFinite(node)) {
+    return String(node);
+  }
+  if (typeof node === 'boolean') {
+    return String(node);
+  }
   return fail(`${where} must be a string, got ${show(node)}`);
 }
 
 export function asString(node: Node | undefined, where: string): string {
-  if (typeof node !== 'string') fail(`${where} must be a string, got ${show(node)}`);
+  if (typeof node !== 'string') {
+    fail(`${where} must be a string, got ${show(node)}`);
+  }
   return node;
 }
 
 export function asBool(node: Node | undefined, where: string): boolean {
-  if (node === undefined || node === null) return false;
-  if (typeof node === 'boolean') return node;
-  if (node === 'true' || node === 'false') return node === 'true';
+  if (node === undefined || node === null) {
+    return false;
+  }
+  if (typeof node === 'boolean') {
+    return node;
+  }
+  if (node === 'true' || node === 'false') {
+    return node === 'true';
+  }
   return fail(`${where} must be true or false, got ${show(node)}`);
 }
 
@@ -73,19 +103,33 @@ export function asInt(node: Node | undefined, where: string, min: number, max: n
 
 /** A string or a list of scalars, as `command:` and `entrypoint:` take. */
 export function stringOrList(node: Node | undefined, where: string): string | string[] | null {
-  if (node === undefined || node === null) return null;
-  if (typeof node === 'string') return node;
-  if (Array.isArray(node)) return node.map((item, i) => scalarText(item, `${where}[${i}]`));
+  if (node === undefined || node === null) {
+    return null;
+  }
+  if (typeof node === 'string') {
+    return node;
+  }
+  if (Array.isArray(node)) {
+    return node.map((item, i) => scalarText(item, `${where}[${i}]`));
+  }
   return fail(`${where} must be a string or a list of strings, got ${show(node)}`);
 }
 
 /** Absolute, normalised container path (no `..`, no NUL, trailing slash and `.` segments removed). */
 export function containerPath(raw: string, where: string): string {
-  if (!raw.startsWith('/')) fail(`${where}: '${raw}' must be an absolute container path`);
-  if (/[\0\n\r]/.test(raw)) fail(`${where}: the path contains a control character`);
+  if (!raw.startsWith('/')) {
+    fail(`${where}: '${raw}' must be an absolute container path`);
+  }
+  if (/[\0\n\r]/.test(raw)) {
+    fail(`${where}: the path contains a control character`);
+  }
   const parts = raw.split('/').filter((p) => p !== '' && p !== '.');
-  if (parts.includes('..')) fail(`${where}: '${raw}' must not contain '..'`);
-  if (raw.length > 4096) fail(`${where}: the path is longer than 4096 characters`);
+  if (parts.includes('..')) {
+    fail(`${where}: '${raw}' must not contain '..'`);
+  }
+  if (raw.length > 4096) {
+    fail(`${where}: the path is longer than 4096 characters`);
+  }
   return `/${parts.join('/')}`;
 }
 

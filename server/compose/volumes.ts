@@ -34,11 +34,17 @@ export function parseVolumeDeclarations(node: Node | undefined, warnings: string
   const declared = new Set<string>();
   for (const [name, decl] of asMap(node, 'volumes')) {
     const where = `volume '${name}'`;
-    if (!NAME_RE.test(name)) fail(`${where}: a volume name must match ${NAME_RE.source}`);
+    if (!NAME_RE.test(name)) {
+      fail(`${where}: a volume name must match ${NAME_RE.source}`);
+    }
     const map = asMap(decl, where);
     for (const [key, value] of map) {
-      if (key.startsWith('x-')) continue;
-      if (!DECL_KEYS.has(key)) fail(`${where}: unknown key '${key}'`);
+      if (key.startsWith('x-')) {
+        continue;
+      }
+      if (!DECL_KEYS.has(key)) {
+        fail(`${where}: unknown key '${key}'`);
+      }
       if (key === 'external' && (isMap(value) || asBool(value, `${where}.external`))) {
         fail(
           `${where}: external: is refused; every volume is a dataset the environment owns so it can snapshot ` +
@@ -50,8 +56,9 @@ export function parseVolumeDeclarations(node: Node | undefined, warnings: string
           `${where}: driver '${scalarText(value, key)}' is refused; the sidecar stores every volume as a dataset: remove driver:`,
         );
       }
-      if (key === 'driver_opts' && asMap(value, `${where}.driver_opts`).size > 0)
+      if (key === 'driver_opts' && asMap(value, `${where}.driver_opts`).size > 0) {
         refuseDriverOpts(where, value as NodeMap);
+      }
     }
     for (const dropped of ['labels', 'name'].filter((k) => map.has(k))) {
       warnings.push(`${where}: dropped ${dropped}: (the dataset is named after the key '${name}')`);
@@ -75,17 +82,25 @@ function refuseDriverOpts(where: string, opts: NodeMap): never {
 
 /** A service's `volumes:`; returns '<volume>:<path>[:ro]' entries. */
 export function parseServiceVolumes(service: string, node: Node | undefined, ctx: VolumeContext): string[] {
-  if (node === undefined || node === null) return [];
+  if (node === undefined || node === null) {
+    return [];
+  }
   const where = `service '${service}': volumes`;
-  if (!Array.isArray(node)) fail(`${where} must be a list, got ${show(node)}`);
+  if (!Array.isArray(node)) {
+    fail(`${where} must be a list, got ${show(node)}`);
+  }
   const out: string[] = [];
   const targets = new Set<string>();
   node.forEach((item, i) => {
     const mount = isMap(item)
       ? longVolume(service, item, ctx, `${where}[${i}]`)
       : shortVolume(service, item, ctx);
-    if (mount === null) return;
-    if (targets.has(mount.target)) fail(`${where}: two volumes are mounted at ${mount.target}`);
+    if (mount === null) {
+      return;
+    }
+    if (targets.has(mount.target)) {
+      fail(`${where}: two volumes are mounted at ${mount.target}`);
+    }
     targets.add(mount.target);
     out.push(`${mount.volume}:${mount.target}${mount.readOnly ? ':ro' : ''}`);
   });
@@ -105,20 +120,29 @@ function shortVolume(service: string, item: Node, ctx: VolumeContext): Mount {
   const raw = scalarText(item, `service '${service}': volumes`);
   const where = `service '${service}': volumes '${raw}'`;
   const parts = raw.split(':');
-  if (parts.length > 3) fail(`${where}: expected <volume>:<path>[:ro]`);
-  if (parts.length === 1) return anonymous(service, containerPath(raw.trim(), where), false, ctx);
+  if (parts.length > 3) {
+    fail(`${where}: expected <volume>:<path>[:ro]`);
+  }
+  if (parts.length === 1) {
+    return anonymous(service, containerPath(raw.trim(), where), false, ctx);
+  }
   const [source, target, mode = ''] = parts;
   if (source === '' || target === '') {
     fail(`${where}: the volume or the path is empty (is a variable unset?); expected <volume>:<path>[:ro]`);
   }
-  if (isHostPath(source))
+  if (isHostPath(source)) {
     fail(`service '${service}': volumes: '${raw}' is a host bind mount; ${BIND_WAY_OUT}`);
+  }
   const modes = mode === '' ? [] : mode.split(',');
   for (const m of modes) {
-    if (m !== 'ro' && !HARMLESS_MODES.has(m) && !PROPAGATION.has(m)) fail(`${where}: unknown mode '${m}'`);
+    if (m !== 'ro' && !HARMLESS_MODES.has(m) && !PROPAGATION.has(m)) {
+      fail(`${where}: unknown mode '${m}'`);
+    }
   }
   const ignored = modes.filter((m) => m !== 'ro' && m !== 'rw');
-  if (ignored.length) ctx.warnings.push(`${where}: dropped mode ${ignored.join(',')}`);
+  if (ignored.length) {
+    ctx.warnings.push(`${where}: dropped mode ${ignored.join(',')}`);
+  }
   return named(service, source, containerPath(target, where), modes.includes('ro'), ctx);
 }
 
@@ -140,7 +164,9 @@ const LONG_KEYS = new Set([
 
 function longVolume(service: string, item: NodeMap, ctx: VolumeContext, where: string): Mount | null {
   for (const key of item.keys()) {
-    if (!LONG_KEYS.has(key) && !key.startsWith('x-')) fail(`${where}: unknown key '${key}'`);
+    if (!LONG_KEYS.has(key) && !key.startsWith('x-')) {
+      fail(`${where}: unknown key '${key}'`);
+    }
   }
   const type = scalarText(item.get('type') ?? 'volume', `${where}.type`);
   const source =
@@ -160,9 +186,13 @@ function longVolume(service: string, item: NodeMap, ctx: VolumeContext, where: s
     );
     return null;
   }
-  if (type !== 'volume') fail(`${where}: type: ${type} is refused; only named volumes are supported`);
+  if (type !== 'volume') {
+    fail(`${where}: type: ${type} is refused; only named volumes are supported`);
+  }
   const options = asMap(item.get('volume'), `${where}.volume`);
-  if (options.has('subpath')) fail(`${where}: volume.subpath is refused; mount the whole volume`);
+  if (options.has('subpath')) {
+    fail(`${where}: volume.subpath is refused; mount the whole volume`);
+  }
   return source === ''
     ? anonymous(service, target, readOnly, ctx)
     : named(service, source, target, readOnly, ctx);
@@ -175,7 +205,9 @@ function named(
   readOnly: boolean,
   ctx: VolumeContext,
 ): Mount {
-  if (!NAME_RE.test(volume)) fail(`service '${service}': volumes: '${volume}' is not a valid volume name`);
+  if (!NAME_RE.test(volume)) {
+    fail(`service '${service}': volumes: '${volume}' is not a valid volume name`);
+  }
   if (!ctx.declared.has(volume)) {
     fail(
       `service '${service}': volumes: volume '${volume}' is not declared; add it under the top-level ` +
@@ -187,7 +219,9 @@ function named(
 }
 
 function anonymous(service: string, target: string, readOnly: boolean, ctx: VolumeContext): Mount {
-  if (target === '/') fail(`service '${service}': volumes: a volume cannot be mounted at /`);
+  if (target === '/') {
+    fail(`service '${service}': volumes: a volume cannot be mounted at /`);
+  }
   const taken = new Set([...ctx.declared, ...ctx.used]);
   const volume = uniqueName(`${service}_${pathSlug(target)}`, `${service}\0${target}`, taken);
   ctx.used.add(volume);
@@ -202,7 +236,9 @@ const LOSSLESS = /^[A-Za-z0-9][A-Za-z0-9.-]*(?:\/[A-Za-z0-9.-]+)*$/;
  */
 export function pathSlug(path: string): string {
   const body = path.slice(1);
-  if (LOSSLESS.test(body) && body.length <= 48) return body.replaceAll('/', '_');
+  if (LOSSLESS.test(body) && body.length <= 48) {
+    return body.replaceAll('/', '_');
+  }
   const cleaned = body
     .replace(/[^A-Za-z0-9.-]+/g, '-')
     .replace(/^[^A-Za-z0-9]+/, '')
@@ -211,9 +247,13 @@ export function pathSlug(path: string): string {
 }
 
 function uniqueName(base: string, key: string, taken: Set<string>): string {
-  if (NAME_RE.test(base) && !taken.has(base)) return base;
+  if (NAME_RE.test(base) && !taken.has(base)) {
+    return base;
+  }
   const name = `${base.slice(0, 54).replace(/[^A-Za-z0-9]+$/, '')}-${hash8(key)}`;
-  if (taken.has(name)) fail(`cannot derive a unique volume name for ${key.replace('\0', ':')}`);
+  if (taken.has(name)) {
+    fail(`cannot derive a unique volume name for ${key.replace('\0', ':')}`);
+  }
   return name;
 }
 

@@ -48,15 +48,22 @@ export function parseExtensions(
 ): Extensions {
   const flat: Flat = { leaves: new Map(), branches: new Set() };
   for (const [key, value] of root) {
-    if (key === 'x-svc') flatten('', value, flat);
-    else if (key.startsWith('x-svc.')) flatten(key.slice('x-svc.'.length), value, flat);
-    else if (key.startsWith('x-svc')) fail(`unknown key '${key}'; ${KNOWN}`);
+    if (key === 'x-svc') {
+      flatten('', value, flat);
+    } else if (key.startsWith('x-svc.')) {
+      flatten(key.slice('x-svc.'.length), value, flat);
+    } else if (key.startsWith('x-svc')) {
+      fail(`unknown key '${key}'; ${KNOWN}`);
+    }
   }
   const find = (role: string, name: string): ServiceRecord => {
     const svc = services.find((s) => s.name === name);
-    if (svc) return svc;
-    if (leftOut.has(name))
+    if (svc) {
+      return svc;
+    }
+    if (leftOut.has(name)) {
       fail(`${role}: service '${name}' is left out by its profiles:; remove its profiles:`);
+    }
     return fail(`${role}: service '${name}' does not exist`);
   };
   const agent = parseAgent(flat, find);
@@ -71,21 +78,33 @@ export function parseExtensions(
 
 function flatten(path: string, value: Node, flat: Flat): void {
   if (LEAVES.has(path)) {
-    if (flat.leaves.has(path)) fail(`x-svc.${path} is given twice`);
+    if (flat.leaves.has(path)) {
+      fail(`x-svc.${path} is given twice`);
+    }
     flat.leaves.set(path, value);
     return;
   }
-  if (!BRANCHES.has(path)) fail(`unknown key 'x-svc.${path}'; ${KNOWN}`);
-  if (path === 'agent' && typeof value === 'string')
+  if (!BRANCHES.has(path)) {
+    fail(`unknown key 'x-svc.${path}'; ${KNOWN}`);
+  }
+  if (path === 'agent' && typeof value === 'string') {
     fail(`x-svc.agent must be a mapping: write x-svc.agent.service: ${value}`);
-  if (path !== '') flat.branches.add(path);
-  for (const [key, item] of asMap(value, path ? `x-svc.${path}` : 'x-svc'))
+  }
+  if (path !== '') {
+    flat.branches.add(path);
+  }
+  for (const [key, item] of asMap(value, path ? `x-svc.${path}` : 'x-svc')) {
     flatten(path ? `${path}.${key}` : key, item, flat);
+  }
 }
 
 function parseEgress(node: Node | undefined): Egress {
-  if (node === undefined || node === null) return 'deny';
-  if (node !== 'deny' && node !== 'allow') fail(`x-svc.egress must be deny or allow, got ${show(node)}`);
+  if (node === undefined || node === null) {
+    return 'deny';
+  }
+  if (node !== 'deny' && node !== 'allow') {
+    fail(`x-svc.egress must be deny or allow, got ${show(node)}`);
+  }
   return node;
 }
 
@@ -94,7 +113,9 @@ type Find = (role: string, name: string) => ServiceRecord;
 function parseAgent(flat: Flat, find: Find): { service: string } | null {
   const node = flat.leaves.get('agent.service');
   if (node === undefined || node === null) {
-    if (flat.branches.has('agent')) fail('x-svc.agent needs service: (the name of the agent service)');
+    if (flat.branches.has('agent')) {
+      fail('x-svc.agent needs service: (the name of the agent service)');
+    }
     return null;
   }
   const name = scalarText(node, 'x-svc.agent.service').trim();
@@ -114,19 +135,24 @@ function parseVerifier(flat: Flat, find: Find): VerifierSpec | null {
     return node === null ? undefined : node;
   };
   const keys = ['image', 'service', 'command', 'collect', 'timeout_sec'];
-  if (!flat.branches.has('verifier') && keys.every((k) => get(k) === undefined)) return null;
+  if (!flat.branches.has('verifier') && keys.every((k) => get(k) === undefined)) {
+    return null;
+  }
   const image = get('image');
   const service = get('service');
   if ((image === undefined) === (service === undefined)) {
     fail('x-svc.verifier needs exactly one of image: (a grader image) or service: (a service of this stack)');
   }
   const command = stringOrList(get('command'), 'x-svc.verifier.command');
-  if (command === null || command.length === 0)
+  if (command === null || command.length === 0) {
     fail('x-svc.verifier.command is required (a string or a list)');
+  }
   const collect = asList(get('collect'), 'x-svc.verifier.collect').map((item, i) =>
     containerPath(scalarText(item, `x-svc.verifier.collect[${i}]`), `x-svc.verifier.collect[${i}]`),
   );
-  if (collect.length > 256) fail('x-svc.verifier.collect lists more than 256 paths');
+  if (collect.length > 256) {
+    fail('x-svc.verifier.collect lists more than 256 paths');
+  }
   const spec: VerifierSpec = {
     command,
     collect: [...new Set(collect)],
