@@ -1,0 +1,67 @@
+// The `btrfs` backend on a btrfs loop device: the shared behaviour, subvolume bookkeeping, and
+// adoption of a volume that was a plain directory.
+import assert from 'node:assert/strict';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { isSubvolume } from './btrfs.ts';
+import { storageSuite, withStore } from './conformance.ts';
+import { run } from './exec.ts';
+import { fsTier, loopFs } from './fixtures.ts';
+
+const skip = fsTier('btrfs');
+
+/** Subvolume paths (relative to the mount) that belong to `envId`. */
+async function subvolumesOf(mount: string, envId: string): Promise<string[]> {
+  const out = await run('btrfs', ['subvolume', 'list', '-a', mount]);
+  return out
+    .split('\n')
+    .map((l) => l.replace(/^.* path (<FS_TREE>\/)?/, ''))
+    .filter((p) => p.split('/').includes(envId));
+}
+
+storageSuite('btrfs backend (loop device)', {
+  kind: 'btrfs',
+  skip,
+  scratch: () => loopFs('btrfs', 1024),
+  leftovers: (scratch, envId) => subvolumesOf(scratch.dir, envId),
+});
+
+describe('btrfs backend specifics', { skip }, () => {
+  const { scratch, store } = withStore(() => loopFs('btrfs', 1024));
+
+  it('keeps each volume, snapshot and clone as its own subvolume; snapshots read-only', async () => {
+    const paths = await store().prepare('sv', ['data']);
+    assert.ok(await isSubvolume(paths.data));
+    await writeFile(join(paths.data, 'f'), 'one');
+    const [snap] = await store().snapshot('sv', 'ver_1', ['data']);
+    assert.equal(snap, join(scratch().dir, 'snaps', 'sv', 'ver_1', 'data'));
+    assert.ok(await isSubvolume(snap));
+    assert.match(await run('btrfs', ['property', 'get', '-ts', snap, 'ro']), /ro=true/);
+    await assert.rejects(writeFile(join(snap, 'f'), 'tamper'), /EROFS|read-only/);
+    await store().clone('sv', 'ver_1', 'sv-fork', ['data']);
+    assert.ok(await isSubvolume(store().volumePath('sv-fork', 'data')));
+    assert.equal(await readFile(join(store().volumePath('sv-fork', 'data'), 'f'), 'utf8'), 'one');
+    await store().rollback('sv', 'ver_1', ['data']);
+    assert.ok(await isSubvolume(paths.data));
+    assert.deepEqual((await subvolumesOf(scratch().dir, 'sv')).sort(), [
+      'envs/sv/vol/data',
+      'snaps/sv/ver_1/data',
+    ]);
+    await store().destroy('sv');
+    await store().destroy('sv-fork');
+    assert.deepEqual(await subvolumesOf(scratch().dir, 'sv'), []);
+    assert.deepEqual(await subvolumesOf(scratch().dir, 'sv-fork'), []);
+  });
+
+  it('turns a volume left as a plain directory into a subvolume, keeping its content', async () => {
+    const path = store().volumePath('plain', 'data');
+    await mkdir(path, { recursive: true });
+    await writeFile(join(path, 'f'), 'kept');
+    assert.equal(await isSubvolume(path), false);
+    await store().prepare('plain', ['data']);
+    assert.ok(await isSubvolume(path));
+    assert.equal(await readFile(join(path, 'f'), 'utf8'), 'kept');
+    await store().destroy('plain');
+  });
+});
