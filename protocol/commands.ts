@@ -23,6 +23,12 @@ export const UNKNOWN_KIND_ERROR = 'unknown command kind';
 export const DEFAULT_EXEC_TIMEOUT_SEC = 120;
 export const MAX_ARCHIVE_BYTES = 32 * 1024 * 1024;
 
+/** A one-time HTTP location on the control plane for archive bytes. */
+export interface BlobRef {
+  url: string;
+  token: string;
+}
+
 export interface Capabilities {
   hostname: string;
   os: string;
@@ -58,8 +64,13 @@ export interface Payloads {
   };
   'env.rollback': { snapshot: string };
   'env.exec': { service: string; cmd: string[]; timeout_sec?: number };
-  'env.put': { service: string; path: string; tar_b64: string };
-  'env.get': { service: string; path: string };
+  /**
+   * Archives that do not fit in a frame come by `blob` (tar_b64 is then empty): the sidecar
+   * GETs `url` with `Authorization: Bearer <token>` (one time, 10 minutes).
+   */
+  'env.put': { service: string; path: string; tar_b64: string; blob?: BlobRef };
+  /** With `upload`, an archive too large for a frame is PUT there instead of returned inline. */
+  'env.get': { service: string; path: string; upload?: BlobRef };
   'verify.collect': { id: string; agent_service: string; collect: string[] };
   'verify.run': { id: string; verifier: VerifierSpec; refused: boolean };
   'env.destroy': Record<string, never>;
@@ -80,7 +91,7 @@ export interface Results {
   'env.rollback': { snapshot: string; endpoints: Record<string, string> };
   'env.exec': { exit_code: number; stdout: string; stderr: string };
   'env.put': { path: string };
-  'env.get': { tar_b64: string };
+  'env.get': { tar_b64: string; uploaded?: boolean; bytes?: number };
   'verify.collect': { files: number; bytes: number; missing: string[]; refused: string[] };
   'verify.run': {
     reward: number | null;

@@ -2,6 +2,9 @@
 // services. Built once in main.ts; tests build it the same way against their own database.
 import type { Config } from './config/config.ts';
 import type { Db } from './db/types.ts';
+import type { Engine } from './deployments/engine.ts';
+import type { Blobs } from './hosts/blobs.ts';
+import type { Dispatcher } from './hosts/dispatcher.ts';
 import type { Authenticator } from './identity/auth.ts';
 
 /** The hub's live view of sidecar streams (server/hosts). */
@@ -15,4 +18,7 @@ export interface AppContext {
   db: Db;
   auth: Authenticator;
   hub: HostConnectivity;
+  dispatcher: Dispatcher;
+  engine: Engine;
+  blobs: Blobs;
 }

@@ -4,11 +4,14 @@ import type { FastifyBaseLogger } from 'fastify';
 import { type Config, ConfigError, parseConfig } from './config/config.ts';
 import type { AppContext } from './context.ts';
 import { openDb } from './db/open.ts';
+import { consumeJoinToken, mintJoinToken, recordJoinedHost } from './hosts/join-tokens.ts';
+import { ensureDriverHosts } from './hosts/targets.ts';
 import { type App, createHttpApp } from './http/app.ts';
 import { installCors } from './http/cors.ts';
 import { installValidationMessages } from './http/schema.ts';
 import { Authenticator, installAuth } from './identity/auth.ts';
 import { bootstrap } from './identity/store.ts';
+import { createOrchestrator, type Orchestrator, type OrchestratorOptions } from './orchestrator.ts';
 import { registerRoutes } from './routes.ts';
 
 export const VERSION = process.env.SVC_BUILD_VERSION || 'dev';
@@ -19,6 +22,7 @@ export type Lifecycle = 'starting' | 'serving' | 'stopping' | 'stopped';
 export interface Server {
   app: App;
   ctx: AppContext;
+  orchestrator: Orchestrator;
   url: string;
   state(): Lifecycle;
   close(): Promise<void>;
@@ -29,6 +33,8 @@ export interface StartOptions {
   logger?: FastifyBaseLogger | false;
   /** Where the generated bootstrap key is printed; stderr by default. */
   announce?: (line: string) => void;
+  /** Provisioners and drivers to plug in (tests use fakes that speak the providers' APIs). */
+  orchestrator?: Pick<OrchestratorOptions, 'provisioners' | 'drivers'>;
 }
 
 export async function startServer(config: Config, opts: StartOptions = {}): Promise<Server> {
@@ -52,11 +58,34 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     if (boot.generated) announce(`bootstrap API key for team ${boot.team.Name} (shown once): ${boot.apiKey}`);
   }
   const auth = new Authenticator(db);
-  const ctx: AppContext = { config, db, auth, hub: { isConnected: () => false } };
+  const orch: Orchestrator = createOrchestrator(db, config, app.log, {
+    consumeJoinToken: async (q, token) => {
+      const r = await consumeJoinToken(q, token);
+      return typeof r === 'string' ? { error: r } : r;
+    },
+    onJoined: (token, hostId) => recordJoinedHost(db, token, hostId),
+    mintJoinToken: async (teamId, cloudId) => (await mintJoinToken(db, teamId, cloudId)).token,
+    ensureDriverHosts: (teamId) => ensureDriverHosts(db, teamId),
+    ...opts.orchestrator,
+  });
+  const ctx: AppContext = {
+    config,
+    db,
+    auth,
+    hub: orch.hub,
+    dispatcher: orch.dispatcher,
+    engine: orch.engine,
+    blobs: orch.blobs,
+  };
   installValidationMessages(app);
   installCors(app, config.consoleUrl);
   installAuth(app, auth);
+  orch.blobs.routes(app);
   await registerRoutes(app, ctx);
+  const { recovered, failedCommands } = await orch.start(app.server);
+  if (recovered || failedCommands) {
+    app.log.warn({ recovered, failedCommands }, 'finished work a previous process left running');
+  }
   await app.listen({ host: config.host, port: config.port });
   const addr = app.server.address();
   const port = typeof addr === 'object' && addr ? addr.port : config.port;
@@ -69,6 +98,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
       state = 'stopping';
       // Stop accepting, wait up to 10 s for in-flight requests, then cut what is left.
       const timer = setTimeout(() => app.server.closeAllConnections(), SHUTDOWN_WAIT_MS);
+      await orch.close();
       await app.close().catch(() => {});
       clearTimeout(timer);
       await db.close();
@@ -76,7 +106,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     })();
     return closing;
   };
-  return { app, ctx, url, state: () => state, close };
+  return { app, ctx, orchestrator: orch, url, state: () => state, close };
 }
 
 /** The program: parse flags, start, and stop on SIGINT/SIGTERM. */

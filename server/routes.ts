@@ -6,6 +6,7 @@ import { codehostRoutes } from './codehost/routes.ts';
 import type { AppContext } from './context.ts';
 import { deploymentReadRoutes } from './deployments/read-routes.ts';
 import { envReadRoutes } from './envs/read-routes.ts';
+import { envRoutes } from './envs/routes.ts';
 import { eventRoutes } from './events/routes.ts';
 import { hostRoutes } from './hosts/routes.ts';
 import type { App } from './http/app.ts';
@@ -13,6 +14,7 @@ import { deviceRoutes } from './identity/device-routes.ts';
 import { identityRoutes } from './identity/routes.ts';
 import { projectRoutes } from './projects/routes.ts';
 import { releaseRoutes } from './releases/routes.ts';
+import { sandboxRoutes } from './sandboxes/routes.ts';
 
 export type RouteModule = (app: App, ctx: AppContext) => void | Promise<void>;
 
@@ -25,6 +27,8 @@ const modules: RouteModule[] = [
   deviceRoutes,
   projectRoutes,
   envReadRoutes,
+  envRoutes,
+  sandboxRoutes,
   deploymentReadRoutes,
   cloudRoutes,
   hostRoutes,

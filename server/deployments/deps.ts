@@ -1,0 +1,40 @@
+// What deployment kinds may use. Kept as an interface so orchestrator tests can run the real
+// engine with a fake sidecar, and so provisioning and drivers plug in without the engine knowing.
+import type { Db } from '../db/types.ts';
+import type { Dispatcher } from '../hosts/dispatcher.ts';
+
+export interface CloudRecord {
+  ID: string;
+  TeamID: string;
+  Provider: string;
+  Name: string;
+  Config: Record<string, unknown>;
+}
+
+/** Creates machines in a VM cloud; each installs the sidecar and joins with the given token. */
+export interface Provisioner {
+  provision(
+    cloud: CloudRecord,
+    req: { joinToken: string; serverUrl: string; sidecarUrl: string; name: string },
+  ): Promise<{ ref: string; ip: string; name: string }>;
+}
+
+export interface OrchestratorDeps {
+  db: Db;
+  dispatcher: Dispatcher;
+  hub: {
+    isConnected(hostId: string): boolean;
+    waitForHost(teamId: string, cloudId: string, timeoutMs: number): Promise<string>;
+    waitConnected(hostId: string, timeoutMs: number): Promise<boolean>;
+  };
+  /** Providers that can create machines, by provider name (e.g. `cloudvm`). */
+  provisioners: Map<string, Provisioner>;
+  /** Mints a join token for a cloud's provisioned machine. */
+  mintJoinToken(teamId: string, cloudId: string): Promise<string>;
+  /** Makes sure every hosted-provider cloud of the team has its driver host. */
+  ensureDriverHosts(teamId: string): Promise<void>;
+  publicUrl: string;
+  sidecarUrl: string;
+  /** How long the deploy `join` phase waits for a provisioned host (spec: 6 minutes). */
+  joinWaitMs: number;
+}

@@ -1,0 +1,307 @@
+// The deployment engine: a kind is data (an ordered list of phase functions that return their
+// evidence, then a verdict), and this one engine runs every kind and applies the failure rule
+// (spec "Failure rule"): when a phase fails, the phases after it are skipped, the deployment's
+// Error is `<phase>: <message>`, and the verdict runs anyway so the outcome is recorded.
+import { EventEmitter } from 'node:events';
+import { type Db, json, now } from '../db/types.ts';
+import { appendEvent } from '../events/store.ts';
+import { PHASE_TIMEOUT_MS } from '../hosts/dispatcher.ts';
+import type { OrchestratorDeps } from './deps.ts';
+import {
+  type Deployment,
+  type DeploymentStatus,
+  getDeploymentAnyTeam,
+  insertDeployment,
+  listPhases,
+  type NewDeployment,
+  type Phase,
+  updateDeployment,
+  updatePhase,
+} from './store.ts';
+
+/** Returned by a phase that this deployment does not need; its evidence says why. */
+export class Skip {
+  readonly evidence: unknown;
+  constructor(evidence: unknown = null) {
+    this.evidence = evidence;
+  }
+}
+
+/** A phase failure that still has evidence to record (e.g. a warm command's exit and stderr). */
+export class PhaseFailure extends Error {
+  readonly evidence: unknown;
+  constructor(message: string, evidence: unknown) {
+    super(message);
+    this.evidence = evidence;
+  }
+}
+
+export interface RunContext<I> {
+  deps: OrchestratorDeps;
+  dep: Deployment & { TeamID: string };
+  /** Persisted with the deployment after every phase, so a verdict after a restart can read it. */
+  params: Record<string, unknown>;
+  /** In-memory input from the request (e.g. the parsed spec); absent when recovering. */
+  input: I | null;
+  startedAt: number;
+}
+
+export interface Failure {
+  phase: string;
+  message: string;
+}
+
+export interface Verdict {
+  status: Exclude<DeploymentStatus, 'pending' | 'running'>;
+  evidence: unknown;
+}
+
+export interface PhaseDef<I> {
+  name: string;
+  run(ctx: RunContext<I>): Promise<unknown>;
+}
+
+export interface KindDef<I> {
+  kind: NewDeployment['kind'];
+  phases: readonly PhaseDef<I>[];
+  verdict(ctx: RunContext<I>, failure: Failure | null): Promise<Verdict>;
+}
+
+export const phaseNames = (k: KindDef<unknown>): string[] => [...k.phases.map((p) => p.name), 'verdict'];
+
+function bounded<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} timed out after ${Math.round(ms / 60_000)} min`)), ms);
+  });
+  return Promise.race([work, timeout]).finally(() => clearTimeout(timer));
+}
+
+export class Engine {
+  readonly deps: OrchestratorDeps;
+  #kinds = new Map<string, KindDef<unknown>>();
+  #finished = new EventEmitter();
+  #queues = new Map<string, Promise<void>>();
+  #running = new Set<Promise<void>>();
+  phaseTimeoutMs = PHASE_TIMEOUT_MS;
+  recoveryHostWaitMs = 30_000;
+
+  constructor(deps: OrchestratorDeps, kinds: KindDef<never>[]) {
+    this.deps = deps;
+    for (const k of kinds) this.#kinds.set(k.kind, k as KindDef<unknown>);
+    this.#finished.setMaxListeners(0);
+  }
+
+  get db(): Db {
+    return this.deps.db;
+  }
+
+  /**
+   * Records a deployment with its phases (all pending) and starts it in the background; returns
+   * what the 202 response shows. Deployments of one environment run one after another.
+   */
+  async submit<I>(
+    d: Omit<NewDeployment, 'phases'>,
+    input: I,
+  ): Promise<{ deployment: Deployment; phases: Phase[] }> {
+    const kind = this.#kinds.get(d.kind);
+    if (!kind) throw new Error(`deployment kind ${d.kind} cannot be started`);
+    const created = await insertDeployment(this.db, { ...d, phases: phaseNames(kind) });
+    this.#track(
+      this.#serial(created.deployment.EnvID, () => this.#run(kind, created.deployment.ID, input, null)),
+    );
+    return created;
+  }
+
+  /** Resolves with the final status when the deployment finishes (or null at the timeout). */
+  async waitFinished(id: string, timeoutMs: number): Promise<DeploymentStatus | null> {
+    const current = await getDeploymentAnyTeam(this.db, id);
+    if (current && current.FinishedAt) return current.Status;
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.#finished.off(id, done);
+        resolve(null);
+      }, timeoutMs);
+      const done = (status: DeploymentStatus) => {
+        clearTimeout(timer);
+        resolve(status);
+      };
+      this.#finished.once(id, done);
+    });
+  }
+
+  #track(p: Promise<void>): void {
+    this.#running.add(p);
+    void p.finally(() => this.#running.delete(p));
+  }
+
+  async #serial(key: string, fn: () => Promise<void>): Promise<void> {
+    const prev = this.#queues.get(key) ?? Promise.resolve();
+    const mine = prev.then(fn, fn);
+    this.#queues.set(key, mine);
+    await mine.catch(() => {});
+    if (this.#queues.get(key) === mine) this.#queues.delete(key);
+  }
+
+  async #run(
+    kind: KindDef<unknown>,
+    id: string,
+    input: unknown,
+    recovery: { failure: Failure | null } | null,
+  ): Promise<void> {
+    const dep = await getDeploymentAnyTeam(this.db, id);
+    if (!dep) return;
+    const ctx: RunContext<unknown> = {
+      deps: this.deps,
+      dep,
+      params: { ...dep.Params },
+      input,
+      startedAt: Date.now(),
+    };
+    const phases = await listPhases(this.db, id);
+    let failure = recovery ? recovery.failure : null;
+    if (recovery) await this.#hostBack(dep);
+    else {
+      await updateDeployment(this.db, id, { status: 'running' });
+      await this.#event(dep, 'deployment.started', { kind: dep.Kind });
+    }
+    for (const def of kind.phases) {
+      const seq = phases.findIndex((p) => p.Name === def.name) + 1;
+      if (phases[seq - 1].Status !== 'pending') continue;
+      if (failure) {
+        await updatePhase(this.db, id, seq, { status: 'skipped' });
+        continue;
+      }
+      failure = await this.#phase(ctx, def, seq);
+    }
+    await this.#verdict(kind, ctx, phases.length, failure);
+  }
+
+  async #phase(ctx: RunContext<unknown>, def: PhaseDef<unknown>, seq: number): Promise<Failure | null> {
+    const id = ctx.dep.ID;
+    await updatePhase(this.db, id, seq, { status: 'running', startedAt: now() });
+    try {
+      const out = await bounded(def.run(ctx), this.phaseTimeoutMs, def.name);
+      const skipped = out instanceof Skip;
+      await updatePhase(this.db, id, seq, {
+        status: skipped ? 'skipped' : 'ok',
+        evidence: skipped ? out.evidence : (out ?? null),
+        finishedAt: now(),
+      });
+      return null;
+    } catch (err) {
+      const message = (err as Error).message || String(err);
+      const evidence = err instanceof PhaseFailure ? err.evidence : undefined;
+      await updatePhase(this.db, id, seq, { status: 'failed', error: message, evidence, finishedAt: now() });
+      await updateDeployment(this.db, id, { error: `${def.name}: ${message}` });
+      return { phase: def.name, message };
+    } finally {
+      await this.#saveParams(ctx);
+    }
+  }
+
+  async #verdict(
+    kind: KindDef<unknown>,
+    ctx: RunContext<unknown>,
+    seq: number,
+    failure: Failure | null,
+  ): Promise<void> {
+    const id = ctx.dep.ID;
+    await updatePhase(this.db, id, seq, { status: 'running', startedAt: now() });
+    let verdict: Verdict;
+    let error = failure ? `${failure.phase}: ${failure.message}` : '';
+    try {
+      verdict = await bounded(kind.verdict(ctx, failure), this.phaseTimeoutMs, 'verdict');
+      await updatePhase(this.db, id, seq, {
+        status: 'ok',
+        evidence: verdict.evidence ?? null,
+        finishedAt: now(),
+      });
+    } catch (err) {
+      const message = (err as Error).message;
+      error ||= `verdict: ${message}`;
+      verdict = { status: 'failed', evidence: null };
+      await updatePhase(this.db, id, seq, { status: 'failed', error: message, finishedAt: now() });
+    }
+    await this.#saveParams(ctx);
+    const tookMs = Date.now() - ctx.startedAt;
+    await updateDeployment(this.db, id, { status: verdict.status, error, finishedAt: now() });
+    await this.#event(ctx.dep, 'deployment.finished', { status: verdict.status, took_ms: tookMs, error });
+    this.#finished.emit(id, verdict.status);
+  }
+
+  /**
+   * A recovered deployment's verdict may need the environment's host (a deploy rolls back), and
+   * after a control-plane restart sidecars take a few seconds to reconnect: give them that time.
+   */
+  async #hostBack(dep: Deployment & { TeamID: string }): Promise<void> {
+    const env = await this.db.get<{ host_id: string }>('SELECT host_id FROM environments WHERE id = ?', [
+      dep.EnvID,
+    ]);
+    const host = env?.host_id
+      ? await this.db.get<{ kind: string }>('SELECT kind FROM hosts WHERE id = ?', [env.host_id])
+      : undefined;
+    if (host?.kind === 'sidecar') await this.deps.hub.waitConnected(env!.host_id, this.recoveryHostWaitMs);
+  }
+
+  async #saveParams(ctx: RunContext<unknown>): Promise<void> {
+    await this.db.run('UPDATE deployments SET params = ? WHERE id = ?', [json(ctx.params), ctx.dep.ID]);
+  }
+
+  async #event(dep: Deployment & { TeamID: string }, kind: string, body: unknown): Promise<void> {
+    await appendEvent(this.db, dep.TeamID, `env:${dep.EnvID}`, kind, body);
+    await appendEvent(this.db, dep.TeamID, `dep:${dep.ID}`, kind, body);
+  }
+
+  /**
+   * After a control-plane restart nothing can still be running: the phase that was running
+   * fails with a clear reason, and the kind's own verdict decides the outcome (a deploy rolls
+   * back when it can), exactly as for any other failure.
+   */
+  async recover(): Promise<number> {
+    const rows = await this.db.all<{ id: string; kind: string; env_id: string }>(
+      "SELECT id, kind, env_id FROM deployments WHERE status IN ('pending', 'running') ORDER BY created_at",
+    );
+    for (const r of rows) {
+      const failure = await this.#interruptedAt(r.id);
+      const kind = this.#kinds.get(r.kind);
+      if (!kind) {
+        await updateDeployment(this.db, r.id, {
+          status: 'failed',
+          error: 'unknown deployment kind',
+          finishedAt: now(),
+        });
+        continue;
+      }
+      await updateDeployment(this.db, r.id, { status: 'running' });
+      this.#track(this.#serial(r.env_id, () => this.#run(kind, r.id, null, { failure })));
+    }
+    return rows.length;
+  }
+
+  /** Marks where a deployment was cut off and returns the failure its verdict must see. */
+  async #interruptedAt(id: string): Promise<Failure | null> {
+    const phases = await listPhases(this.db, id);
+    const work = phases.slice(0, -1);
+    const cut = work.find((p) => p.Status === 'running') ?? work.find((p) => p.Status === 'pending');
+    if (!cut) {
+      // Every phase had finished; the verdict was running or about to: run it again.
+      const failed = work.find((p) => p.Status === 'failed');
+      return failed ? { phase: failed.Name, message: failed.Error } : null;
+    }
+    const already = work.find((p) => p.Status === 'failed');
+    if (already) return { phase: already.Name, message: already.Error };
+    const message =
+      cut.Status === 'running'
+        ? 'control plane restarted during this phase'
+        : 'control plane restarted before this phase ran';
+    await updatePhase(this.db, id, cut.Seq, { status: 'failed', error: message, finishedAt: now() });
+    await updateDeployment(this.db, id, { error: `${cut.Name}: ${message}` });
+    return { phase: cut.Name, message };
+  }
+
+  /** Waits for running deployments (used by tests and shutdown). */
+  async idle(): Promise<void> {
+    while (this.#running.size) await Promise.allSettled([...this.#running]);
+  }
+}

@@ -1,0 +1,35 @@
+// Small pieces every kind uses: the command target of an environment's host, and the shapes
+// evidence takes from command results.
+import type { CommandKind, Payloads, Results } from '../../../protocol/commands.ts';
+import { commandTarget } from '../../hosts/command-target.ts';
+import type { CommandTarget } from '../../hosts/dispatcher.ts';
+import type { RunContext } from '../engine.ts';
+
+/** The command target for a host of the deployment's team; throws when it cannot take commands. */
+export function targetOf(ctx: RunContext<unknown>, hostId: string): Promise<CommandTarget> {
+  return commandTarget(ctx.deps.db, ctx.deps.hub, ctx.dep.TeamID, hostId);
+}
+
+export function isReachable(ctx: RunContext<unknown>, hostKind: string, hostId: string): boolean {
+  return hostKind !== 'sidecar' || ctx.deps.hub.isConnected(hostId);
+}
+
+export async function send<K extends CommandKind>(
+  ctx: RunContext<unknown>,
+  target: CommandTarget,
+  envId: string,
+  kind: K,
+  payload: Payloads[K],
+  timeoutMs?: number,
+): Promise<Results[K]> {
+  return ctx.deps.dispatcher.run(target, envId, kind, payload, timeoutMs);
+}
+
+export const tookMs = (ctx: RunContext<unknown>): number => Date.now() - ctx.startedAt;
+
+/** The first service runs warm commands and the post-snapshot health check. */
+export function firstService(spec: { services: { name: string }[] }): string {
+  const s = spec.services[0];
+  if (!s) throw new Error('spec has no services');
+  return s.name;
+}

@@ -1,0 +1,235 @@
+// deploy: resolve, place, provision, join, prepare, start, health, warm, snapshot, ingress, verdict.
+import type { Results } from '../../../protocol/commands.ts';
+import type { EnvSpec } from '../../../protocol/spec.ts';
+import { getEnv, getVersion, insertVersion, markVersionHealthy, updateEnv } from '../../envs/store.ts';
+import { appendEvent } from '../../events/store.ts';
+import { type KindDef, PhaseFailure, type RunContext, Skip } from '../engine.ts';
+import { place } from '../placement.ts';
+import { updateDeployment } from '../store.ts';
+import { firstService, send, targetOf, tookMs } from './common.ts';
+
+export const WARM_TIMEOUT_SEC = 600;
+export const NO_HOST_NO_CLOUD =
+  'no connected host and no cloud that can provision: connect a cloud or run the sidecar join on a machine';
+
+export interface DeployInput {
+  spec: EnvSpec;
+}
+
+/** Persisted params: what the request asked for and what the phases decided. */
+interface DeployParams {
+  env: string;
+  warm: string[] | null;
+  target: string | null;
+  previous_version?: string;
+  host?: string;
+  provision_cloud?: string;
+  endpoints?: Record<string, string>;
+  started_in?: number;
+}
+
+type Ctx = RunContext<DeployInput>;
+const p = (ctx: Ctx) => ctx.params as unknown as DeployParams;
+
+async function envOf(ctx: Ctx) {
+  const env = await getEnv(ctx.deps.db, ctx.dep.TeamID, ctx.dep.EnvID);
+  if (!env) throw new Error('environment no longer exists');
+  return env;
+}
+
+async function specOf(ctx: Ctx): Promise<EnvSpec> {
+  const v = await getVersion(ctx.deps.db, ctx.dep.TeamID, ctx.dep.VersionID);
+  if (!v) throw new Error('version not resolved');
+  return v.Spec;
+}
+
+async function resolve(ctx: Ctx) {
+  if (!ctx.input) throw new Error('no compose spec to resolve');
+  const env = await envOf(ctx);
+  if (env.CurrentVersionID) {
+    const prev = await getVersion(ctx.deps.db, ctx.dep.TeamID, env.CurrentVersionID);
+    if (prev?.Healthy && prev.Snapshot) p(ctx).previous_version = prev.ID;
+  }
+  const { spec } = ctx.input;
+  const version = await insertVersion(ctx.deps.db, { projectId: env.ProjectID, envId: env.ID, spec });
+  ctx.dep.VersionID = version.ID;
+  await updateDeployment(ctx.deps.db, ctx.dep.ID, { versionId: version.ID });
+  await updateEnv(ctx.deps.db, env.ID, { status: 'deploying' });
+  return {
+    version: version.ID,
+    number: version.Number,
+    services: spec.services.map((s) => s.name),
+    volumes: spec.volumes,
+  };
+}
+
+async function placePhase(ctx: Ctx) {
+  const placed = await place(ctx.deps, ctx.dep.TeamID, await envOf(ctx), p(ctx).target);
+  if ('provision' in placed) return { host: '', reason: placed.reason };
+  p(ctx).host = placed.hostId;
+  return { host: placed.hostId, reason: placed.reason };
+}
+
+async function provision(ctx: Ctx) {
+  if (p(ctx).host) return new Skip({ reason: 'a host was found' });
+  const clouds = await ctx.deps.db.all<{ id: string; provider: string; name: string; config: string }>(
+    "SELECT id, provider, name, config FROM clouds WHERE team_id = ? AND provider <> 'manual' ORDER BY created_at, id",
+    [ctx.dep.TeamID],
+  );
+  const cloud = clouds.find((c) => ctx.deps.provisioners.has(c.provider));
+  if (!cloud) throw new Error(NO_HOST_NO_CLOUD);
+  const joinToken = await ctx.deps.mintJoinToken(ctx.dep.TeamID, cloud.id);
+  const machine = await ctx.deps.provisioners
+    .get(cloud.provider)!
+    .provision(
+      {
+        ID: cloud.id,
+        TeamID: ctx.dep.TeamID,
+        Provider: cloud.provider,
+        Name: cloud.name,
+        Config: JSON.parse(cloud.config),
+      },
+      {
+        joinToken,
+        serverUrl: ctx.deps.publicUrl,
+        sidecarUrl: ctx.deps.sidecarUrl,
+        name: `svc-${ctx.dep.EnvID.toLowerCase()}`,
+      },
+    );
+  p(ctx).provision_cloud = cloud.id;
+  const evidence = {
+    cloud: cloud.id,
+    provider: cloud.provider,
+    ref: machine.ref,
+    ip: machine.ip,
+    name: machine.name,
+  };
+  await appendEvent(ctx.deps.db, ctx.dep.TeamID, `dep:${ctx.dep.ID}`, 'host.provisioned', evidence);
+  return evidence;
+}
+
+async function join(ctx: Ctx) {
+  if (p(ctx).host) return new Skip({ reason: 'placed on a connected host' });
+  const started = Date.now();
+  const hostId = await ctx.deps.hub.waitForHost(
+    ctx.dep.TeamID,
+    p(ctx).provision_cloud ?? '',
+    ctx.deps.joinWaitMs,
+  );
+  p(ctx).host = hostId;
+  return { host: hostId, joined_in_ms: Date.now() - started };
+}
+
+async function prepare(ctx: Ctx) {
+  const hostId = p(ctx).host as string;
+  const target = await targetOf(ctx, hostId);
+  await updateEnv(ctx.deps.db, ctx.dep.EnvID, { hostId });
+  const spec = await specOf(ctx);
+  const r: Results['env.create'] = await send(ctx, target, ctx.dep.EnvID, 'env.create', {
+    version: ctx.dep.VersionID,
+    services: spec.services,
+    volumes: spec.volumes,
+    from_snapshot: '',
+    warm: p(ctx).warm,
+    egress: spec.egress,
+  });
+  p(ctx).endpoints = r.endpoints;
+  p(ctx).started_in = r.started_in;
+  return { version: ctx.dep.VersionID, endpoints: r.endpoints };
+}
+
+async function start(ctx: Ctx) {
+  return { started_in_ms: p(ctx).started_in ?? 0 };
+}
+
+async function health(ctx: Ctx) {
+  const endpoints = p(ctx).endpoints ?? {};
+  await updateEnv(ctx.deps.db, ctx.dep.EnvID, { endpoints });
+  return { endpoints };
+}
+
+async function warm(ctx: Ctx) {
+  const argv = p(ctx).warm;
+  if (!argv || argv.length === 0) return new Skip({ reason: 'no warm command' });
+  const target = await targetOf(ctx, p(ctx).host as string);
+  const service = firstService(await specOf(ctx));
+  const r = await send(
+    ctx,
+    target,
+    ctx.dep.EnvID,
+    'env.exec',
+    { service, cmd: argv, timeout_sec: WARM_TIMEOUT_SEC },
+    (WARM_TIMEOUT_SEC + 10) * 1000,
+  );
+  if (r.exit_code !== 0) {
+    throw new PhaseFailure(`warm command exited ${r.exit_code}`, {
+      exit: r.exit_code,
+      stderr: r.stderr.slice(-4096),
+    });
+  }
+  return r.stderr ? { exit: 0, stderr: r.stderr.slice(-4096) } : { exit: 0 };
+}
+
+async function snapshot(ctx: Ctx) {
+  const target = await targetOf(ctx, p(ctx).host as string);
+  const r = await send(ctx, target, ctx.dep.EnvID, 'env.snapshot', { name: ctx.dep.VersionID });
+  return { snapshot: r.snapshot, datasets: r.datasets, frozen_for: r.frozen_for, consistent: r.consistent };
+}
+
+async function ingress(ctx: Ctx) {
+  return new Skip({ endpoints: p(ctx).endpoints ?? {}, names: 'pending ingress proxy' });
+}
+
+async function verdict(ctx: Ctx, failure: { phase: string } | null) {
+  const db = ctx.deps.db;
+  if (!failure) {
+    const snap = ctx.dep.VersionID; // env.snapshot is named after the version id
+    await markVersionHealthy(db, ctx.dep.VersionID, snap);
+    await updateEnv(db, ctx.dep.EnvID, { currentVersionId: ctx.dep.VersionID, status: 'running' });
+    return {
+      status: 'succeeded' as const,
+      evidence: { version: ctx.dep.VersionID, snapshot: snap, took_ms: tookMs(ctx) },
+    };
+  }
+  const env = await envOf(ctx);
+  const prevId = p(ctx).previous_version;
+  if (!prevId) {
+    await updateEnv(db, env.ID, { status: 'failed' });
+    return { status: 'failed' as const, evidence: { reverted: 'no previous version' } };
+  }
+  try {
+    const prev = await getVersion(db, ctx.dep.TeamID, prevId);
+    if (!prev) throw new Error(`version ${prevId} is gone`);
+    const target = await targetOf(ctx, env.HostID);
+    const r = await send(ctx, target, env.ID, 'env.rollback', { snapshot: prev.Snapshot });
+    await updateEnv(db, env.ID, {
+      status: 'running',
+      currentVersionId: prev.ID,
+      endpoints: r.endpoints ?? env.Endpoints,
+    });
+    return { status: 'rolled_back' as const, evidence: { reverted_to: prev.ID } };
+  } catch (err) {
+    await updateEnv(db, env.ID, { status: 'failed' });
+    return {
+      status: 'failed' as const,
+      evidence: { reverted: `rollback failed: ${(err as Error).message}` },
+    };
+  }
+}
+
+export const deployKind: KindDef<DeployInput> = {
+  kind: 'deploy',
+  phases: [
+    { name: 'resolve', run: resolve },
+    { name: 'place', run: placePhase },
+    { name: 'provision', run: provision },
+    { name: 'join', run: join },
+    { name: 'prepare', run: prepare },
+    { name: 'start', run: start },
+    { name: 'health', run: health },
+    { name: 'warm', run: warm },
+    { name: 'snapshot', run: snapshot },
+    { name: 'ingress', run: ingress },
+  ],
+  verdict,
+};

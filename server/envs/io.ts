@@ -1,0 +1,138 @@
+// Exec and file transfer: direct commands to an environment's host, recorded in the commands
+// table like every other command. A host that cannot run them is a 502 carrying its reason.
+import tar from 'tar-stream';
+import { DEFAULT_EXEC_TIMEOUT_SEC, MAX_ARCHIVE_BYTES } from '../../protocol/commands.ts';
+import type { AppContext } from '../context.ts';
+import { BadRequest, Conflict, TooLarge, Upstream } from '../errors.ts';
+import { INLINE_ARCHIVE_BYTES } from '../hosts/blobs.ts';
+import { commandTarget, HostUnavailable } from '../hosts/command-target.ts';
+import { CommandError } from '../hosts/dispatcher.ts';
+import type { Caller } from '../identity/auth.ts';
+import { assertLive, envOf } from './lifecycle.ts';
+import { getVersion } from './store.ts';
+
+export const EXEC_GRACE_SEC = 10;
+export const MAX_EXEC_TIMEOUT_SEC = 24 * 3600;
+
+async function targetFor(ctx: AppContext, caller: Caller, envId: string, service: string) {
+  const env = await envOf(ctx.db, caller, envId);
+  assertLive(env);
+  if (!env.HostID || !env.CurrentVersionID)
+    throw new Conflict(`environment ${env.ID} has no running stack yet`);
+  const v = await getVersion(ctx.db, caller.teamId, env.CurrentVersionID);
+  if (v && !v.Spec.services.some((s) => s.name === service)) {
+    throw new BadRequest(
+      `environment ${env.ID} has no service '${service}' (services: ${v.Spec.services.map((s) => s.name).join(', ')})`,
+    );
+  }
+  try {
+    return { env, target: await commandTarget(ctx.db, ctx.hub, caller.teamId, env.HostID) };
+  } catch (err) {
+    if (err instanceof HostUnavailable) throw new Upstream(err.message);
+    throw err;
+  }
+}
+
+async function upstream<T>(work: Promise<T>): Promise<T> {
+  try {
+    return await work;
+  } catch (err) {
+    if (err instanceof CommandError) throw new Upstream(err.message);
+    throw err;
+  }
+}
+
+export async function exec(
+  ctx: AppContext,
+  caller: Caller,
+  envId: string,
+  body: { service: string; cmd: string[]; timeout_sec?: number },
+) {
+  const timeout = body.timeout_sec ?? DEFAULT_EXEC_TIMEOUT_SEC;
+  const { env, target } = await targetFor(ctx, caller, envId, body.service);
+  return upstream(
+    ctx.dispatcher.run(
+      target,
+      env.ID,
+      'env.exec',
+      { service: body.service, cmd: body.cmd, timeout_sec: timeout },
+      (timeout + EXEC_GRACE_SEC) * 1000,
+    ),
+  );
+}
+
+/** Reads the archive's headers, so a body that is not a tar is a 400 before any host sees it. */
+async function checkTar(data: Buffer): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const ex = tar.extract();
+    let entries = 0;
+    ex.on('entry', (_h, stream, next) => {
+      entries++;
+      stream.on('end', next);
+      stream.resume();
+    });
+    ex.on('finish', () => resolve(entries));
+    ex.on('error', (err) => reject(new BadRequest(`body is not a valid tar archive: ${err.message}`)));
+    ex.end(data);
+  });
+}
+
+export function checkContainerPath(path: string): void {
+  if (!path.startsWith('/') || path.split('/').includes('..') || path.includes('\0') || path.length > 4096) {
+    throw new BadRequest(
+      `path '${path.slice(0, 100)}' must be an absolute path inside the container without '..'`,
+    );
+  }
+}
+
+export async function putFiles(
+  ctx: AppContext,
+  caller: Caller,
+  envId: string,
+  service: string,
+  path: string,
+  data: Buffer,
+) {
+  checkContainerPath(path);
+  if (data.length > MAX_ARCHIVE_BYTES) throw new TooLarge('archive larger than 32 MiB');
+  if ((await checkTar(data)) === 0) throw new BadRequest('tar archive is empty');
+  const { env, target } = await targetFor(ctx, caller, envId, service);
+  const inline = data.length <= INLINE_ARCHIVE_BYTES;
+  const payload = inline
+    ? { service, path, tar_b64: data.toString('base64') }
+    : { service, path, tar_b64: '', blob: ctx.blobs.offer(data) };
+  await upstream(ctx.dispatcher.run(target, env.ID, 'env.put', payload));
+  return { ok: true as const, bytes: data.length };
+}
+
+export async function getFiles(
+  ctx: AppContext,
+  caller: Caller,
+  envId: string,
+  service: string,
+  path: string,
+): Promise<Buffer> {
+  checkContainerPath(path);
+  const { env, target } = await targetFor(ctx, caller, envId, service);
+  const upload = ctx.blobs.expect();
+  const r = await upstream(
+    ctx.dispatcher.run(target, env.ID, 'env.get', {
+      service,
+      path,
+      upload: { url: upload.url, token: upload.token },
+    }),
+  );
+  const data = r.uploaded
+    ? await withinSeconds(upload.received, 60, 'host said it uploaded the archive but it never arrived')
+    : Buffer.from(r.tar_b64, 'base64');
+  if (data.length > MAX_ARCHIVE_BYTES) throw new Upstream('archive larger than 32 MiB');
+  return data;
+}
+
+function withinSeconds<T>(p: Promise<T>, sec: number, message: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const t = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Upstream(message)), sec * 1000);
+  });
+  return Promise.race([p, t]).finally(() => clearTimeout(timer));
+}

@@ -1,0 +1,127 @@
+// Routes that operate on environments: deploy, fork, snapshot, rollback, verify, destroy, exec
+// and files. Each parses, calls one domain function and returns.
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
+import { MAX_ARCHIVE_BYTES } from '../../protocol/commands.ts';
+import type { AppContext } from '../context.ts';
+import { BadRequest } from '../errors.ts';
+import type { App } from '../http/app.ts';
+import { exec, getFiles, MAX_EXEC_TIMEOUT_SEC, putFiles } from './io.ts';
+import * as life from './lifecycle.ts';
+
+const EnvParams = Type.Object({ env: Type.String({ minLength: 1, maxLength: 100 }) });
+const ProjectParams = Type.Object({ project: Type.String({ minLength: 1, maxLength: 200 }) });
+const Argv = Type.Array(Type.String({ maxLength: 65536 }), { minItems: 1, maxItems: 4096 });
+const FilesQuery = Type.Object({
+  service: Type.String({ minLength: 1, maxLength: 200 }),
+  path: Type.String({ minLength: 1, maxLength: 4096 }),
+});
+
+export function envRoutes(app: App, ctx: AppContext): void {
+  const { db, engine } = ctx;
+
+  app.post(
+    '/v1/projects/:project/deploy',
+    {
+      schema: {
+        params: ProjectParams,
+        body: Type.Object({
+          env: Type.Optional(Type.String({ minLength: 1, maxLength: 63 })),
+          compose: Type.String({ minLength: 1 }),
+          warm: Type.Optional(Type.Array(Type.String(), { maxItems: 4096 })),
+        }),
+      },
+    },
+    async (req, reply) =>
+      reply.code(202).send(await life.deploy(db, engine, req.caller, req.params.project, req.body)),
+  );
+
+  app.post(
+    '/v1/envs/:env/fork',
+    {
+      schema: {
+        params: EnvParams,
+        body: Type.Optional(
+          Type.Object({
+            name: Type.Optional(Type.String({ minLength: 1, maxLength: 63 })),
+            version: Type.Optional(Type.String()),
+          }),
+        ),
+      },
+    },
+    async (req, reply) =>
+      reply.code(202).send(await life.fork(db, engine, req.caller, req.params.env, req.body ?? {})),
+  );
+
+  app.post('/v1/envs/:env/snapshot', { schema: { params: EnvParams } }, async (req, reply) =>
+    reply.code(202).send(await life.snapshot(db, engine, req.caller, req.params.env)),
+  );
+
+  app.post(
+    '/v1/envs/:env/rollback',
+    { schema: { params: EnvParams, body: Type.Object({ version: Type.String({ minLength: 1 }) }) } },
+    async (req, reply) =>
+      reply.code(202).send(await life.rollback(db, engine, req.caller, req.params.env, req.body.version)),
+  );
+
+  app.post(
+    '/v1/envs/:env/verify',
+    {
+      schema: {
+        params: EnvParams,
+        body: Type.Optional(Type.Object({ resume: Type.Optional(Type.Boolean()) })),
+      },
+    },
+    async (req, reply) =>
+      reply
+        .code(202)
+        .send(await life.verify(db, engine, req.caller, req.params.env, req.body?.resume ?? false)),
+  );
+
+  app.delete('/v1/envs/:env', { schema: { params: EnvParams } }, async (req, reply) => {
+    const { deployment } = await life.destroy(db, engine, req.caller, req.params.env);
+    return reply.code(202).send({ deployment });
+  });
+
+  app.post(
+    '/v1/envs/:env/exec',
+    {
+      schema: {
+        params: EnvParams,
+        body: Type.Object({
+          service: Type.String({ minLength: 1, maxLength: 200 }),
+          cmd: Argv,
+          timeout_sec: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_EXEC_TIMEOUT_SEC })),
+        }),
+      },
+    },
+    async (req) => exec(ctx, req.caller, req.params.env, req.body),
+  );
+
+  app.get(
+    '/v1/envs/:env/files',
+    { schema: { params: EnvParams, querystring: FilesQuery } },
+    async (req, reply) => {
+      const tar = await getFiles(ctx, req.caller, req.params.env, req.query.service, req.query.path);
+      return reply.type('application/x-tar').send(tar);
+    },
+  );
+
+  app.register(async (plain) => {
+    const scope = plain.withTypeProvider<TypeBoxTypeProvider>();
+    // Archives are raw bytes; the route's limit is the spec's 32 MiB (413 above it).
+    scope.addContentTypeParser(
+      ['application/x-tar', 'application/octet-stream'],
+      { parseAs: 'buffer', bodyLimit: MAX_ARCHIVE_BYTES },
+      (_req, body, done) => done(null, body),
+    );
+    scope.put(
+      '/v1/envs/:env/files',
+      { bodyLimit: MAX_ARCHIVE_BYTES, schema: { params: EnvParams, querystring: FilesQuery } },
+      async (req) => {
+        if (!Buffer.isBuffer(req.body)) throw new BadRequest('send the tar archive as application/x-tar');
+        return putFiles(ctx, req.caller, req.params.env, req.query.service, req.query.path, req.body);
+      },
+    );
+  });
+}

@@ -1,0 +1,104 @@
+// Archives larger than fit in one stream frame (16 MiB read limit, and base64 grows data by a
+// third) travel over plain HTTPS instead: the control plane parks the bytes under a one-time
+// token and the sidecar, which only ever dials out, fetches or uploads them. Tokens are held in
+// memory only, hashed, single use, and expire after 10 minutes.
+
+import { MAX_ARCHIVE_BYTES } from '../../protocol/commands.ts';
+import { newId, newSecret } from '../../protocol/ids.ts';
+import { NotFound, TooLarge, Unauthorized } from '../errors.ts';
+import type { App } from '../http/app.ts';
+import { hashSecret, sameHash } from '../identity/secrets.ts';
+
+export const BLOB_TTL_MS = 10 * 60_000;
+/** Archives up to this size go inline as `tar_b64`; larger ones by blob URL. */
+export const INLINE_ARCHIVE_BYTES = 8 * 1024 * 1024;
+export const BLOB_PATH = '/v1/hosts/blobs';
+
+interface Blob {
+  tokenHash: string;
+  data: Buffer | null;
+  direction: 'download' | 'upload';
+  expires: number;
+  resolve?: (b: Buffer) => void;
+}
+
+export interface BlobRef {
+  url: string;
+  token: string;
+}
+
+export class Blobs {
+  #blobs = new Map<string, Blob>();
+  #base: () => string;
+
+  constructor(baseUrl: () => string) {
+    this.#base = baseUrl;
+  }
+
+  #put(blob: Omit<Blob, 'tokenHash' | 'expires'>): BlobRef {
+    this.#sweep();
+    const id = newId('blob_');
+    const token = newSecret('dbt_');
+    this.#blobs.set(id, { ...blob, tokenHash: hashSecret(token), expires: Date.now() + BLOB_TTL_MS });
+    return { url: `${this.#base()}${BLOB_PATH}/${id}`, token };
+  }
+
+  /** Parks bytes for a host to download once. */
+  offer(data: Buffer): BlobRef {
+    return this.#put({ data, direction: 'download' });
+  }
+
+  /** A place a host may upload once; `received` resolves with the bytes. */
+  expect(): BlobRef & { received: Promise<Buffer> } {
+    let resolve!: (b: Buffer) => void;
+    const received = new Promise<Buffer>((r) => {
+      resolve = r;
+    });
+    return { ...this.#put({ data: null, direction: 'upload', resolve }), received };
+  }
+
+  #take(id: string, authorization: string | undefined, direction: Blob['direction']): Blob {
+    const blob = this.#blobs.get(id);
+    const token = /^Bearer\s+(\S+)$/i.exec(authorization ?? '')?.[1] ?? '';
+    if (!blob || blob.direction !== direction || blob.expires < Date.now())
+      throw new NotFound('no such blob');
+    if (!sameHash(hashSecret(token), blob.tokenHash)) throw new Unauthorized('bad blob token');
+    this.#blobs.delete(id);
+    return blob;
+  }
+
+  #sweep(): void {
+    const now = Date.now();
+    for (const [id, b] of this.#blobs) if (b.expires < now) this.#blobs.delete(id);
+  }
+
+  routes(app: App): void {
+    app.get<{ Params: { id: string } }>(
+      `${BLOB_PATH}/:id`,
+      { config: { auth: 'none' }, schema: { hide: true } },
+      async (req, reply) => {
+        const blob = this.#take(req.params.id, req.headers.authorization, 'download');
+        reply.type('application/octet-stream');
+        return blob.data;
+      },
+    );
+    app.register(async (scope) => {
+      scope.addContentTypeParser(
+        '*',
+        { parseAs: 'buffer', bodyLimit: MAX_ARCHIVE_BYTES + 1024 },
+        (_req, body, done) => done(null, body),
+      );
+      scope.put<{ Params: { id: string } }>(
+        `${BLOB_PATH}/:id`,
+        { config: { auth: 'none' }, schema: { hide: true } },
+        async (req) => {
+          const blob = this.#take(req.params.id, req.headers.authorization, 'upload');
+          const body = req.body as Buffer;
+          if (body.length > MAX_ARCHIVE_BYTES) throw new TooLarge('archive larger than 32 MiB');
+          blob.resolve?.(body);
+          return { ok: true, bytes: body.length };
+        },
+      );
+    });
+  }
+}

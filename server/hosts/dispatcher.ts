@@ -1,0 +1,192 @@
+// Sends commands to hosts and waits for their one result (spec "Command lifecycle"):
+// recorded before written; ack, progress (events on `cmd:<id>`), one result stored on the row;
+// one command at a time per environment on a host; bounded by a timeout; failed promptly when the
+// host's stream drops. Driver hosts run the same lifecycle in-process.
+import type { CommandKind, Payloads, Results } from '../../protocol/commands.ts';
+import { type Frame, frame } from '../../protocol/frames.ts';
+import { newId, PREFIX } from '../../protocol/ids.ts';
+import type { Db } from '../db/types.ts';
+import { appendEvent } from '../events/store.ts';
+import { finishCommand, getCommand, insertCommand, markAcked } from './command-store.ts';
+import { checkResult } from './result-check.ts';
+
+export class CommandError extends Error {
+  readonly commandId: string;
+  constructor(message: string, commandId: string) {
+    super(message);
+    this.commandId = commandId;
+  }
+}
+
+/** Where a command goes: a sidecar over its stream, or a driver in-process. */
+export interface CommandTarget {
+  hostId: string;
+  teamId: string;
+  /** `sidecar` or `driver:<provider>`. */
+  kind: string;
+}
+
+export interface Transport {
+  /** Writes a frame on the host's open stream; false when it has none. */
+  write(hostId: string, f: Frame): boolean;
+}
+
+/** A hosted-provider adapter; it runs a command kind for an environment and returns its result. */
+export interface Driver {
+  run(target: CommandTarget, envId: string, kind: CommandKind, payload: unknown): Promise<unknown>;
+}
+
+interface Pending {
+  id: string;
+  hostId: string;
+  teamId: string;
+  kind: string;
+  resolve: (v: unknown) => void;
+  reject: (e: Error) => void;
+}
+
+export const PHASE_TIMEOUT_MS = 15 * 60_000;
+
+export class Dispatcher {
+  #db: Db;
+  #transport: Transport;
+  #drivers: Map<string, Driver>;
+  #pending = new Map<string, Pending>();
+  #queues = new Map<string, Promise<void>>();
+
+  constructor(db: Db, transport: Transport, drivers: Map<string, Driver> = new Map()) {
+    this.#db = db;
+    this.#transport = transport;
+    this.#drivers = drivers;
+  }
+
+  /** Runs one command and returns its result payload; throws CommandError with the host's reason. */
+  async run<K extends CommandKind>(
+    target: CommandTarget,
+    envId: string,
+    kind: K,
+    payload: Payloads[K],
+    timeoutMs: number = PHASE_TIMEOUT_MS,
+  ): Promise<Results[K]> {
+    const key = envId ? `${target.hostId}/${envId}` : '';
+    const exec = () => this.#execute(target, envId, kind, payload, timeoutMs);
+    const result = key ? await this.#serial(key, exec) : await exec();
+    return checkResult(kind, result) as Results[K];
+  }
+
+  async #serial<T>(key: string, fn: () => Promise<T>): Promise<T> {
+    const prev = this.#queues.get(key) ?? Promise.resolve();
+    let done!: () => void;
+    const mine = new Promise<void>((r) => {
+      done = r;
+    });
+    const tail = prev.then(() => mine);
+    this.#queues.set(key, tail);
+    await prev;
+    try {
+      return await fn();
+    } finally {
+      done();
+      if (this.#queues.get(key) === tail) this.#queues.delete(key);
+    }
+  }
+
+  async #execute(
+    target: CommandTarget,
+    envId: string,
+    kind: CommandKind,
+    payload: unknown,
+    timeoutMs: number,
+  ) {
+    const id = newId(PREFIX.command);
+    await insertCommand(this.#db, { id, hostId: target.hostId, envId, teamId: target.teamId, kind, payload });
+    const outcome =
+      target.kind === 'sidecar'
+        ? this.#overStream(id, target, envId, kind, payload)
+        : this.#viaDriver(id, target, envId, kind, payload);
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(new CommandError(`${kind} timed out after ${Math.round(timeoutMs / 1000)} s`, id)),
+        timeoutMs,
+      );
+    });
+    try {
+      const result = await Promise.race([outcome, timeout]);
+      await finishCommand(this.#db, id, { ok: true, result });
+      return result;
+    } catch (err) {
+      const message = (err as Error).message;
+      await finishCommand(this.#db, id, { ok: false, error: message });
+      throw err instanceof CommandError ? err : new CommandError(message, id);
+    } finally {
+      clearTimeout(timer);
+      this.#pending.delete(id);
+    }
+  }
+
+  #overStream(
+    id: string,
+    target: CommandTarget,
+    envId: string,
+    kind: string,
+    payload: unknown,
+  ): Promise<unknown> {
+    return new Promise((resolve, reject) => {
+      this.#pending.set(id, { id, hostId: target.hostId, teamId: target.teamId, kind, resolve, reject });
+      const sent = this.#transport.write(
+        target.hostId,
+        frame('command', { command_id: id, kind, env_id: envId, payload }),
+      );
+      if (!sent) reject(new CommandError(`host ${target.hostId} is not connected`, id));
+    });
+  }
+
+  async #viaDriver(id: string, target: CommandTarget, envId: string, kind: CommandKind, payload: unknown) {
+    const provider = target.kind.replace(/^driver:/, '');
+    const driver = this.#drivers.get(provider);
+    if (!driver) throw new CommandError(`${provider}: ${kind}: not supported on ${provider} yet`, id);
+    return driver.run(target, envId, kind, payload);
+  }
+
+  async handleAck(hostId: string, f: Frame): Promise<void> {
+    const p = this.#pending.get(f.command_id as string);
+    if (p && p.hostId === hostId) await markAcked(this.#db, p.id);
+  }
+
+  async handleProgress(hostId: string, f: Frame): Promise<void> {
+    const id = f.command_id as string;
+    const p = this.#pending.get(id);
+    const teamId = p && p.hostId === hostId ? p.teamId : (await this.#ownRow(hostId, id))?.team_id;
+    if (teamId)
+      await appendEvent(this.#db, teamId, `cmd:${id}`, 'command.progress', { message: f.message ?? '' });
+  }
+
+  /** The one result of a command. Results for finished, unknown or foreign command ids are ignored. */
+  async handleResult(hostId: string, f: Frame): Promise<void> {
+    const id = f.command_id as string;
+    const p = this.#pending.get(id);
+    if (!p || p.hostId !== hostId) return;
+    this.#pending.delete(id);
+    if (f.ok) p.resolve(f.payload ?? {});
+    else p.reject(new CommandError(f.error || `${p.kind} failed without a reason`, id));
+  }
+
+  async #ownRow(hostId: string, id: string) {
+    const row = await getCommand(this.#db, id);
+    return row && row.host_id === hostId ? row : undefined;
+  }
+
+  /** The host's stream dropped or was replaced: its commands in flight fail now, not in 15 minutes. */
+  hostGone(hostId: string, reason: string): void {
+    for (const p of [...this.#pending.values()]) {
+      if (p.hostId !== hostId) continue;
+      this.#pending.delete(p.id);
+      p.reject(new CommandError(`${p.kind}: ${reason}`, p.id));
+    }
+  }
+
+  inFlight(): number {
+    return this.#pending.size;
+  }
+}

@@ -1,0 +1,291 @@
+// The host stream hub (spec "Host stream protocol"): sidecars dial in, say hello with a join
+// token (first time) or their id and secret, then heartbeat and answer commands. The hub never
+// dials a host. It keeps the live view of which hosts are connected.
+import { EventEmitter } from 'node:events';
+import type { IncomingMessage, Server } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { WebSocket, WebSocketServer } from 'ws';
+import {
+  type Frame,
+  type FrameError,
+  frame,
+  HEARTBEAT_GRACE_MS,
+  type HelloPayload,
+  MAX_FRAME_BYTES,
+  POLICY_VIOLATION,
+  parseFrame,
+  parseHello,
+  STREAM_PATH,
+} from '../../protocol/frames.ts';
+import { newSecret, PREFIX } from '../../protocol/ids.ts';
+import type { HostConnectivity } from '../context.ts';
+import { type Db, now } from '../db/types.ts';
+import { appendEvent } from '../events/store.ts';
+import { hashSecret, secretMatches } from '../identity/secrets.ts';
+import type { Dispatcher, Transport } from './dispatcher.ts';
+import { getHostRow, insertHost, updateHost } from './store.ts';
+
+export const HELLO_TIMEOUT_MS = 10_000;
+const SWEEP_EVERY_MS = 5_000;
+
+export type JoinTokenConsumer = (
+  db: Db,
+  token: string,
+) => Promise<{ teamId: string; cloudId: string } | { error: string }>;
+
+interface Conn {
+  ws: WebSocket;
+  hostId: string;
+  teamId: string;
+  cloudId: string;
+  lastFrameAt: number;
+}
+
+export interface HubLogger {
+  info(obj: object, msg: string): void;
+  warn(obj: object, msg: string): void;
+}
+
+export class Hub implements HostConnectivity, Transport {
+  #db: Db;
+  #consume: JoinTokenConsumer;
+  #log: HubLogger;
+  #wss = new WebSocketServer({ noServer: true, maxPayload: MAX_FRAME_BYTES, perMessageDeflate: false });
+  #conns = new Map<string, Conn>();
+  #seen = new Map<string, string>();
+  #events = new EventEmitter();
+  #sweeper: NodeJS.Timeout;
+  dispatcher: Dispatcher | null = null;
+
+  #onJoined: (token: string, hostId: string) => Promise<void>;
+
+  constructor(
+    db: Db,
+    consume: JoinTokenConsumer,
+    log: HubLogger,
+    onJoined?: (token: string, hostId: string) => Promise<void>,
+  ) {
+    this.#db = db;
+    this.#onJoined = onJoined ?? (async () => {});
+    this.#consume = consume;
+    this.#log = log;
+    this.#events.setMaxListeners(0);
+    this.#sweeper = setInterval(() => void this.#sweep(), SWEEP_EVERY_MS);
+    this.#sweeper.unref();
+  }
+
+  attach(server: Server): void {
+    server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+      const path = (req.url ?? '').split('?')[0];
+      if (path !== STREAM_PATH) {
+        socket.end('HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n');
+        return;
+      }
+      this.#wss.handleUpgrade(req, socket, head, (ws) => this.#accept(ws));
+    });
+  }
+
+  isConnected(hostId: string): boolean {
+    return this.#conns.has(hostId);
+  }
+
+  connectedCount(): number {
+    return this.#conns.size;
+  }
+
+  write(hostId: string, f: Frame): boolean {
+    const c = this.#conns.get(hostId);
+    if (!c || c.ws.readyState !== WebSocket.OPEN) return false;
+    c.ws.send(JSON.stringify(f));
+    return true;
+  }
+
+  /** Resolves with the id of the first host of `teamId` (and `cloudId`, when given) that says hello. */
+  waitForHost(teamId: string, cloudId: string, timeoutMs: number): Promise<string> {
+    return new Promise((resolve, reject) => {
+      const onHello = (c: Conn) => {
+        if (c.teamId !== teamId || (cloudId && c.cloudId !== cloudId)) return;
+        clearTimeout(timer);
+        this.#events.off('hello', onHello);
+        resolve(c.hostId);
+      };
+      const timer = setTimeout(() => {
+        this.#events.off('hello', onHello);
+        reject(new Error(`no host joined within ${Math.round(timeoutMs / 1000)} s`));
+      }, timeoutMs);
+      this.#events.on('hello', onHello);
+    });
+  }
+
+  /** Resolves true once `hostId` has an open stream (at once if it has), false at the timeout. */
+  waitConnected(hostId: string, timeoutMs: number): Promise<boolean> {
+    if (this.#conns.has(hostId)) return Promise.resolve(true);
+    return new Promise((resolve) => {
+      const onHello = (c: Conn) => {
+        if (c.hostId !== hostId) return;
+        clearTimeout(timer);
+        this.#events.off('hello', onHello);
+        resolve(true);
+      };
+      const timer = setTimeout(() => {
+        this.#events.off('hello', onHello);
+        resolve(false);
+      }, timeoutMs);
+      this.#events.on('hello', onHello);
+    });
+  }
+
+  #accept(ws: WebSocket): void {
+    // A stream is awaiting its hello, checking it (async), or open with a registered host.
+    let state: 'await-hello' | 'checking' | 'open' = 'await-hello';
+    let conn: Conn | null = null;
+    const helloTimer = setTimeout(() => refuse(ws, 'hello: no hello frame within 10 s'), HELLO_TIMEOUT_MS);
+    ws.on('message', (data, isBinary) => {
+      if (isBinary) return refuse(ws, 'frames must be JSON text');
+      let f: Frame;
+      try {
+        f = parseFrame(data.toString());
+      } catch (err) {
+        return refuse(ws, (err as FrameError).message);
+      }
+      if (state === 'checking') return refuse(ws, 'frames sent before the hello reply');
+      if (state === 'await-hello') {
+        clearTimeout(helloTimer);
+        state = 'checking';
+        void this.#hello(ws, f).then((c) => {
+          conn = c;
+          state = 'open';
+        });
+        return;
+      }
+      if (!conn) return;
+      const c: Conn = conn;
+      c.lastFrameAt = Date.now();
+      void this.#onFrame(c, f).catch((err) =>
+        this.#log.warn({ err, host: c.hostId }, 'frame handling failed'),
+      );
+    });
+    ws.on('close', () => {
+      clearTimeout(helloTimer);
+      if (conn) void this.#gone(conn, 'host disconnected');
+    });
+    ws.on('error', () => {});
+  }
+
+  async #hello(ws: WebSocket, f: Frame): Promise<Conn | null> {
+    let hello: HelloPayload;
+    try {
+      hello = parseHello(f);
+    } catch (err) {
+      refuse(ws, `hello: ${(err as Error).message}`);
+      return null;
+    }
+    try {
+      const c = hello.host_id ? await this.#known(ws, hello) : await this.#join(ws, hello);
+      if (!c || ws.readyState !== WebSocket.OPEN) return null;
+      const old = this.#conns.get(c.hostId);
+      this.#conns.set(c.hostId, c);
+      if (old) {
+        this.dispatcher?.hostGone(c.hostId, 'host reconnected on a newer stream');
+        refuse(old.ws, 'replaced by a newer connection for this host');
+      }
+      this.#events.emit('hello', c);
+      this.#log.info({ host: c.hostId, replaced: Boolean(old) }, 'host connected');
+      return c;
+    } catch (err) {
+      this.#log.warn({ err }, 'hello failed');
+      refuse(ws, 'hello: internal error');
+      return null;
+    }
+  }
+
+  async #join(ws: WebSocket, hello: HelloPayload): Promise<Conn | null> {
+    const used = await this.#consume(this.#db, hello.token);
+    if ('error' in used) {
+      refuse(ws, used.error);
+      return null;
+    }
+    const secret = newSecret(PREFIX.hostSecret);
+    const caps = hello.capabilities;
+    const host = await insertHost(this.#db, {
+      teamId: used.teamId,
+      cloudId: used.cloudId,
+      name: typeof caps.hostname === 'string' && caps.hostname ? caps.hostname.slice(0, 200) : 'host',
+      status: 'connected',
+      secretHash: hashSecret(secret),
+      capabilities: caps,
+    });
+    await updateHost(this.#db, host.ID, { lastSeenAt: now() });
+    await this.#onJoined(hello.token, host.ID);
+    ws.send(JSON.stringify(frame('hello', { host_id: host.ID, payload: { host_id: host.ID, secret } })));
+    return { ws, hostId: host.ID, teamId: used.teamId, cloudId: used.cloudId, lastFrameAt: Date.now() };
+  }
+
+  async #known(ws: WebSocket, hello: HelloPayload): Promise<Conn | null> {
+    const row = await getHostRow(this.#db, hello.host_id);
+    if (!row || row.kind !== 'sidecar' || !row.secret_hash || !secretMatches(hello.token, row.secret_hash)) {
+      refuse(ws, 'hello: unknown host or bad host secret');
+      return null;
+    }
+    const caps = Object.keys(hello.capabilities).length ? hello.capabilities : undefined;
+    await updateHost(this.#db, row.id, { status: 'connected', lastSeenAt: now(), capabilities: caps });
+    ws.send(JSON.stringify(frame('hello', { host_id: row.id, payload: { host_id: row.id } })));
+    return { ws, hostId: row.id, teamId: row.team_id, cloudId: row.cloud_id, lastFrameAt: Date.now() };
+  }
+
+  async #onFrame(c: Conn, f: Frame): Promise<void> {
+    const d = this.dispatcher;
+    switch (f.type) {
+      case 'heartbeat':
+        this.#seen.set(c.hostId, now());
+        return;
+      case 'ack':
+        return d?.handleAck(c.hostId, f);
+      case 'progress':
+        return d?.handleProgress(c.hostId, f);
+      case 'result':
+        return d?.handleResult(c.hostId, f);
+      case 'event':
+        return appendEvent(this.#db, c.teamId, `host:${c.hostId}`, f.kind || 'event', f.payload ?? null);
+      default:
+        refuse(c.ws, `unexpected ${f.type} frame from a host`);
+    }
+  }
+
+  async #gone(c: Conn, reason: string): Promise<void> {
+    if (this.#conns.get(c.hostId) !== c) return; // replaced: the newer stream owns the host now
+    this.#conns.delete(c.hostId);
+    this.dispatcher?.hostGone(c.hostId, reason);
+    this.#log.info({ host: c.hostId }, 'host disconnected');
+    await updateHost(this.#db, c.hostId, { status: 'unreachable' }).catch(() => {});
+  }
+
+  /** Flushes heartbeat times in one transaction and drops streams silent past the grace window. */
+  async #sweep(): Promise<void> {
+    const cutoff = Date.now() - HEARTBEAT_GRACE_MS;
+    for (const c of this.#conns.values()) if (c.lastFrameAt < cutoff) c.ws.terminate();
+    if (this.#seen.size === 0) return;
+    const batch = [...this.#seen];
+    this.#seen.clear();
+    await this.#db
+      .transaction(async (tx) => {
+        for (const [id, at] of batch)
+          await tx.run('UPDATE hosts SET last_seen_at = ? WHERE id = ?', [at, id]);
+      })
+      .catch((err) => this.#log.warn({ err }, 'heartbeat flush failed'));
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.#sweeper);
+    await this.#sweep();
+    for (const c of this.#conns.values()) c.ws.close(1001, 'control plane shutting down');
+    this.#wss.close();
+  }
+}
+
+function refuse(ws: WebSocket, reason: string): void {
+  if (ws.readyState === WebSocket.OPEN || ws.readyState === WebSocket.CONNECTING) {
+    // Close reasons are limited to 123 bytes by the WebSocket protocol.
+    ws.close(POLICY_VIOLATION, Buffer.from(reason).subarray(0, 123).toString());
+  }
+}

@@ -1,0 +1,80 @@
+// The long-lived parts that talk to hosts and run deployments: the stream hub, the command
+// dispatcher, the blob store for large archives and the deployment engine, wired once.
+import type { Server } from 'node:http';
+import type { Config } from './config/config.ts';
+import type { Db } from './db/types.ts';
+import type { OrchestratorDeps, Provisioner } from './deployments/deps.ts';
+import { Engine } from './deployments/engine.ts';
+import { KINDS } from './deployments/kinds/index.ts';
+import { Blobs } from './hosts/blobs.ts';
+import { failUnfinishedCommands } from './hosts/command-store.ts';
+import { Dispatcher, type Driver } from './hosts/dispatcher.ts';
+import { Hub, type HubLogger, type JoinTokenConsumer } from './hosts/hub.ts';
+
+export const JOIN_WAIT_MS = 6 * 60_000;
+
+export interface OrchestratorOptions {
+  consumeJoinToken: JoinTokenConsumer;
+  /** Records which host a join token made. */
+  onJoined?: (token: string, hostId: string) => Promise<void>;
+  mintJoinToken: (teamId: string, cloudId: string) => Promise<string>;
+  ensureDriverHosts: (teamId: string) => Promise<void>;
+  provisioners?: Map<string, Provisioner>;
+  drivers?: Map<string, Driver>;
+}
+
+export interface Orchestrator {
+  hub: Hub;
+  dispatcher: Dispatcher;
+  engine: Engine;
+  blobs: Blobs;
+  /** Ends what a previous process left running, then accepts host streams on `server`. */
+  start(server: Server): Promise<{ recovered: number; failedCommands: number }>;
+  close(): Promise<void>;
+}
+
+export function createOrchestrator(
+  db: Db,
+  config: Config,
+  log: HubLogger,
+  opts: OrchestratorOptions,
+): Orchestrator {
+  const hub = new Hub(db, opts.consumeJoinToken, log, opts.onJoined);
+  const dispatcher = new Dispatcher(db, hub, opts.drivers);
+  hub.dispatcher = dispatcher;
+  const deps: OrchestratorDeps = {
+    db,
+    dispatcher,
+    hub,
+    provisioners: opts.provisioners ?? new Map(),
+    mintJoinToken: opts.mintJoinToken,
+    ensureDriverHosts: opts.ensureDriverHosts,
+    get publicUrl() {
+      return config.publicUrl;
+    },
+    get sidecarUrl() {
+      return config.sidecarUrl;
+    },
+    joinWaitMs: JOIN_WAIT_MS,
+  };
+  const engine = new Engine(deps, KINDS);
+  const blobs = new Blobs(() => config.publicUrl);
+  return {
+    hub,
+    dispatcher,
+    engine,
+    blobs,
+    async start(server) {
+      const failedCommands = await failUnfinishedCommands(
+        db,
+        'control plane restarted before the result arrived',
+      );
+      hub.attach(server);
+      const recovered = await engine.recover();
+      return { recovered, failedCommands };
+    },
+    async close() {
+      await hub.close();
+    },
+  };
+}

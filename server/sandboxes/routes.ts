@@ -1,0 +1,36 @@
+import { Type } from '@sinclair/typebox';
+import type { AppContext } from '../context.ts';
+import type { App } from '../http/app.ts';
+import { createSandbox } from './sandboxes.ts';
+
+export const SandboxBody = Type.Object({
+  from_version: Type.Optional(Type.String({ minLength: 1 })),
+  image: Type.Optional(Type.String({ minLength: 1, maxLength: 512 })),
+  cmd: Type.Optional(Type.Array(Type.String(), { maxItems: 4096 })),
+  env: Type.Optional(Type.Record(Type.String({ maxLength: 256 }), Type.String())),
+  ports: Type.Optional(Type.Array(Type.String(), { maxItems: 256 })),
+  volumes: Type.Optional(Type.Array(Type.String(), { maxItems: 64 })),
+  egress: Type.Optional(Type.Union([Type.Literal('deny'), Type.Literal('allow')])),
+  project: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+  name: Type.Optional(Type.String({ minLength: 1, maxLength: 63 })),
+  timeout_sec: Type.Optional(Type.Integer({ minimum: 1, maximum: 86400 })),
+});
+
+export function sandboxRoutes(app: App, ctx: AppContext): void {
+  app.post('/v1/sandboxes', { schema: { body: SandboxBody } }, async (req, reply) =>
+    reply.code(201).send(await createSandbox(ctx, req.caller, req.body)),
+  );
+  app.post(
+    '/v1/targets/:name/sandboxes',
+    {
+      schema: {
+        params: Type.Object({ name: Type.String({ minLength: 1, maxLength: 200 }) }),
+        body: SandboxBody,
+      },
+    },
+    async (req, reply) => {
+      const out = await createSandbox(ctx, req.caller, req.body, req.params.name);
+      return reply.code(201).send({ ...out, target: req.params.name });
+    },
+  );
+}
