@@ -5,7 +5,7 @@ import { retry, run } from './exec.ts';
 
 const TRANSIENT = /busy|cannot unmount/i;
 const isTransient = (err: Error) => err instanceof CommandFailed && TRANSIENT.test(err.message);
-const isMissing = (err: Error) => err instanceof CommandFailed && /does not exist/.test(err.stderr);
+export const isMissing = (err: Error) => err instanceof CommandFailed && /does not exist/.test(err.stderr);
 
 export async function zfs(args: string[]): Promise<string> {
   return retry(() => run('zfs', args), isTransient, 40);

@@ -24,7 +24,7 @@ import { StorageError, UnknownSnapshot } from './errors.ts';
 import type { Layout } from './layout.ts';
 import { checkCloneTarget, checkName, checkVolumes } from './names.ts';
 import type { StorageBackend } from './types.ts';
-import { datasetOf, ensureContainer, mountAt, zExists, zfs, zList } from './zfs-cli.ts';
+import { datasetOf, ensureContainer, isMissing, mountAt, zExists, zfs, zList } from './zfs-cli.ts';
 
 const TAG = 'svc:env';
 const ignore = () => {};
@@ -105,14 +105,16 @@ export class ZfsBackend implements StorageBackend {
     const out: Record<string, string> = {};
     try {
       for (const v of volumes) {
-        await zfs([
-          'clone',
-          '-o',
-          `mountpoint=${this.layout.volumePath(toEnv, v)}`,
-          sources[v],
-          this.volDs(toEnv, v),
-        ]);
-        out[v] = this.layout.volumePath(toEnv, v);
+        const path = this.layout.volumePath(toEnv, v);
+        const cloneFrom = (src: string) =>
+          zfs(['clone', '-o', `mountpoint=${path}`, src, this.volDs(toEnv, v)]);
+        // Forks are not serialised with the source env's commands: a rollback there may have just
+        // moved the snapshot to another dataset (promote), so a vanished source is looked up again.
+        await cloneFrom(sources[v]).catch(async (err: Error) => {
+          if (!isMissing(err)) throw err;
+          await cloneFrom((await this.sources(fromEnv, snapshot, [v]))[v]);
+        });
+        out[v] = path;
       }
     } catch (err) {
       for (const v of Object.keys(out)) await zfs(['destroy', this.volDs(toEnv, v)]).catch(ignore);

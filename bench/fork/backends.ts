@@ -1,0 +1,189 @@
+// Fork benchmark: how long each storage backend available on this machine takes to clone a
+// volume of 5 MB and of 500 MB (many small files plus one large file), next to `cp -a` of the same
+// data in the same run. On copy-on-write backends the clone should not depend on the data size.
+//
+//   node bench/fork/backends.ts [--runs 5] [--sizes 5,500] [--only dir,xfs,btrfs,zfs]
+//
+// Needs root for the loop devices and zfs-fuse; backends that cannot run here are listed as
+// skipped with the reason. Timings are medians; setup and cleanup between runs are not timed.
+import { randomFillSync } from 'node:crypto';
+import { mkdir, open, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { fsType, run } from '../../sidecar/storage/exec.ts';
+import {
+  type FsTier,
+  fsTier,
+  loopFs,
+  type Scratch,
+  tmpDataDir,
+  zfsPool,
+} from '../../sidecar/storage/fixtures.ts';
+import { openStorage, type StorageBackend } from '../../sidecar/storage/index.ts';
+
+const { values } = parseArgs({
+  options: {
+    runs: { type: 'string', default: '5' },
+    sizes: { type: 'string', default: '5,500' },
+    only: { type: 'string', default: 'dir,xfs,btrfs,zfs' },
+  },
+});
+const RUNS = Math.max(1, Number(values.runs));
+const SIZES_MB = values.sizes.split(',').map(Number);
+const ONLY = new Set(values.only.split(','));
+const SMALL_FILES = 256;
+const SMALL_FILE_BYTES = 4096;
+
+interface Setup {
+  key: string;
+  skip: false | string;
+  make: () => Promise<Scratch>;
+}
+
+const setups: Setup[] = [
+  { key: 'dir', skip: false, make: tmpDataDir },
+  { key: 'xfs', skip: tierOrFalse('xfs'), make: () => loopFs('xfs', 3072) },
+  { key: 'btrfs', skip: tierOrFalse('btrfs'), make: () => loopFs('btrfs', 3072) },
+  { key: 'zfs', skip: tierOrFalse('zfs'), make: () => zfsPool(3072) },
+];
+
+function tierOrFalse(tier: FsTier): false | string {
+  return ONLY.has(tier) ? fsTier(tier) : false;
+}
+
+/** 256 files of 4 KiB in 16 directories, and one file holding the rest of `mb` megabytes. */
+async function writeVolume(dir: string, mb: number): Promise<void> {
+  const small = Buffer.alloc(SMALL_FILE_BYTES);
+  for (let i = 0; i < SMALL_FILES; i++) {
+    const sub = join(dir, `d${i % 16}`);
+    await mkdir(sub, { recursive: true });
+    const fh = await open(join(sub, `f${i}`), 'w');
+    await fh.write(randomFillSync(small));
+    await fh.close();
+  }
+  const fh = await open(join(dir, 'large.bin'), 'w');
+  const chunk = Buffer.alloc(1024 * 1024);
+  let left = mb * 1024 * 1024 - SMALL_FILES * SMALL_FILE_BYTES;
+  while (left > 0) {
+    const n = Math.min(left, chunk.length);
+    await fh.write(randomFillSync(chunk), 0, n);
+    left -= n;
+  }
+  await fh.sync();
+  await fh.close();
+}
+
+async function timed(fn: () => Promise<unknown>): Promise<number> {
+  await run('sync', []);
+  const t0 = process.hrtime.bigint();
+  await fn();
+  return Number(process.hrtime.bigint() - t0) / 1e6;
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+}
+
+interface Row {
+  backend: string;
+  mb: number;
+  clone: number;
+  snapshot: number;
+  rollback: number;
+  cp: number;
+  cpNoReflink: number;
+}
+
+/** Runs every measurement for one volume size on one store; leaves the store as it found it. */
+async function measure(store: StorageBackend, mb: number): Promise<Omit<Row, 'backend'>> {
+  const env = `bench-${mb}mb`;
+  const volume = (await store.prepare(env, ['data'])).data;
+  // cp's target is another volume of the same backend, so it copies within one file system.
+  const cpVolume = (await store.prepare(`${env}-cp`, ['data'])).data;
+  await writeVolume(volume, mb);
+  await store.snapshot(env, 'ver_0', ['data']);
+  const times = { clone: [] as number[], snapshot: [] as number[], rollback: [] as number[] };
+  const cps = { cp: [] as number[], cpNoReflink: [] as number[] };
+  // Run -1 is a warm-up (first-touch costs of a fresh file system), not recorded.
+  for (let i = -1; i < RUNS; i++) {
+    const keep = (list: number[]) => (ms: number) => i >= 0 && list.push(ms);
+    keep(times.clone)(await timed(() => store.clone(env, 'ver_0', `${env}-fork${i + 1}`, ['data'])));
+    await store.destroy(`${env}-fork${i + 1}`);
+    keep(times.snapshot)(await timed(() => store.snapshot(env, `ver_${i + 2}`, ['data'])));
+    keep(times.rollback)(await timed(() => store.rollback(env, 'ver_0', ['data'])));
+    for (const [key, extra] of [
+      ['cp', []],
+      ['cpNoReflink', ['--reflink=never']],
+    ] as const) {
+      const target = join(cpVolume, key);
+      keep(cps[key])(await timed(() => run('cp', ['-a', ...extra, volume, target])));
+      await rm(target, { recursive: true, force: true });
+    }
+  }
+  await store.destroy(env);
+  await store.destroy(`${env}-cp`);
+  return {
+    mb,
+    clone: median(times.clone),
+    snapshot: median(times.snapshot),
+    rollback: median(times.rollback),
+    cp: median(cps.cp),
+    cpNoReflink: median(cps.cpNoReflink),
+  };
+}
+
+async function bench(setup: Setup): Promise<Row[]> {
+  const scratch = await setup.make();
+  const rows: Row[] = [];
+  try {
+    const store = await openStorage({ dataDir: scratch.dir, zfsPool: scratch.pool });
+    const where = scratch.pool ? `zfs-fuse pool` : await fsType(scratch.dir);
+    const backend = `${store.kind} on ${where}${setup.key === 'dir' ? ` (${tmpdir()})` : ''}`;
+    for (const mb of SIZES_MB) {
+      process.stderr.write(`${backend}: ${mb} MB x ${RUNS} runs...\n`);
+      rows.push({ backend, ...(await measure(store, mb)) });
+    }
+  } finally {
+    await scratch.cleanup();
+  }
+  return rows;
+}
+
+const ms = (x: number) => `${x.toFixed(1)} ms`;
+
+function print(rows: Row[]): void {
+  const head = ['backend', 'size', 'clone', 'snapshot', 'rollback', 'cp -a', 'cp -a --reflink=never'];
+  const lines = rows.map((r) => [
+    r.backend,
+    `${r.mb} MB`,
+    ms(r.clone),
+    ms(r.snapshot),
+    ms(r.rollback),
+    ms(r.cp),
+    ms(r.cpNoReflink),
+  ]);
+  console.log(`| ${head.join(' | ')} |\n|${head.map(() => '---').join('|')}|`);
+  for (const l of lines) console.log(`| ${l.join(' | ')} |`);
+  console.log(`\nmedian of ${RUNS} runs; volume = ${SMALL_FILES} files of 4 KiB + one large file\n`);
+  const [lo, hi] = [Math.min(...SIZES_MB), Math.max(...SIZES_MB)];
+  for (const backend of new Set(rows.map((r) => r.backend))) {
+    const a = rows.find((r) => r.backend === backend && r.mb === lo);
+    const b = rows.find((r) => r.backend === backend && r.mb === hi);
+    if (!a || !b || lo === hi) continue;
+    const ratio = (k: 'clone' | 'cp') => (b[k] / a[k]).toFixed(2);
+    console.log(`${backend}: clone ${hi}MB/${lo}MB = ${ratio('clone')}x (cp -a: ${ratio('cp')}x)`);
+  }
+}
+
+const rows: Row[] = [];
+for (const setup of setups) {
+  if (!ONLY.has(setup.key)) continue;
+  if (setup.skip) {
+    console.log(`${setup.key}: skipped: ${setup.skip}`);
+    continue;
+  }
+  rows.push(...(await bench(setup)));
+}
+print(rows);
