@@ -53,6 +53,8 @@ export class Dispatcher {
   #drivers: Map<string, Driver>;
   #pending = new Map<string, Pending>();
   #queues = new Map<string, Promise<void>>();
+  /** Bound of a command that names none: the phase bound (tests shorten it). */
+  defaultTimeoutMs = PHASE_TIMEOUT_MS;
 
   constructor(db: Db, transport: Transport, drivers: Map<string, Driver> = new Map()) {
     this.#db = db;
@@ -66,7 +68,7 @@ export class Dispatcher {
     envId: string,
     kind: K,
     payload: Payloads[K],
-    timeoutMs: number = PHASE_TIMEOUT_MS,
+    timeoutMs: number = this.defaultTimeoutMs,
   ): Promise<Results[K]> {
     const key = envId ? `${target.hostId}/${envId}` : '';
     const exec = () => this.#execute(target, envId, kind, payload, timeoutMs);
@@ -107,7 +109,7 @@ export class Dispatcher {
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(
-        () => reject(new CommandError(`${kind} timed out after ${Math.round(timeoutMs / 1000)} s`, id)),
+        () => reject(new CommandError(`${kind} timed out after ${seconds(timeoutMs)}`, id)),
         timeoutMs,
       );
     });
@@ -190,3 +192,5 @@ export class Dispatcher {
     return this.#pending.size;
   }
 }
+
+const seconds = (ms: number): string => (ms < 1000 ? `${ms} ms` : `${Math.round(ms / 1000)} s`);

@@ -260,10 +260,15 @@ export class Hub implements HostConnectivity, Transport {
     await updateHost(this.#db, c.hostId, { status: 'unreachable' }).catch(() => {});
   }
 
-  /** Flushes heartbeat times in one transaction and drops streams silent past the grace window. */
+  /** Drops streams silent past the grace window and flushes heartbeat times. */
   async #sweep(): Promise<void> {
     const cutoff = Date.now() - HEARTBEAT_GRACE_MS;
     for (const c of this.#conns.values()) if (c.lastFrameAt < cutoff) c.ws.terminate();
+    await this.flush();
+  }
+
+  /** Writes the heartbeat times seen since the last flush, in one transaction. */
+  async flush(): Promise<void> {
     if (this.#seen.size === 0) return;
     const batch = [...this.#seen];
     this.#seen.clear();

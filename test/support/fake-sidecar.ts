@@ -67,6 +67,8 @@ export class FakeSidecar {
   /** When false, commands are recorded but never answered (a hung host). */
   answer = true;
   #url: string;
+  #answered = new Set<string>();
+  #handed = new Set<string>();
 
   constructor(serverUrl: string) {
     this.#url = serverUrl.replace(/^http/, 'ws') + STREAM_PATH;
@@ -120,21 +122,26 @@ export class FakeSidecar {
     return this.received.filter((f) => f.type === 'command' && (!kind || f.kind === kind));
   }
 
-  /** Resolves with the next command of `kind` (or already received, unanswered ones first). */
+  /** Resolves with the oldest command of `kind` that was neither answered nor handed out before. */
   async nextCommand(kind: string, timeoutMs = 10_000): Promise<Frame> {
     const start = Date.now();
-    const seen = this.commands(kind).length;
     while (Date.now() - start < timeoutMs) {
-      const list = this.commands(kind);
-      if (list.length > seen || (list.length > 0 && !this.answer)) return list[list.length - 1];
+      const f = this.commands(kind).find(
+        (c) => !this.#answered.has(c.command_id!) && !this.#handed.has(c.command_id!),
+      );
+      if (f) {
+        this.#handed.add(f.command_id!);
+        return f;
+      }
       await new Promise((r) => setTimeout(r, 10));
     }
-    throw new Error(`no ${kind} command within ${timeoutMs} ms`);
+    throw new Error(`no new ${kind} command within ${timeoutMs} ms`);
   }
 
   async #onMessage(f: Frame): Promise<void> {
     this.received.push(f);
     if (f.type !== 'command' || !this.answer) return;
+    this.#answered.add(f.command_id!);
     this.send(frame('ack', { command_id: f.command_id, host_id: this.hostId }));
     const handler = this.handlers[f.kind as string] ?? defaultHandlers[f.kind as CommandKind];
     try {

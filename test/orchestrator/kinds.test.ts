@@ -1,0 +1,266 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { forEachDialect } from '../support/server.ts';
+import {
+  AGENT_COMPOSE,
+  deploy,
+  env,
+  evidenceKeys,
+  finished,
+  phaseTable,
+  type World,
+  world,
+} from './harness.ts';
+
+forEachDialect('fork, snapshot, rollback, verify, destroy', (dialect) => {
+  let w: World;
+  let v1: string;
+  before(async () => {
+    w = await world(dialect);
+    v1 = (await deploy(w, AGENT_COMPOSE)).deployment.VersionID;
+  });
+  after(async () => {
+    await w.sc.close();
+    await w.t.close();
+  });
+
+  test('fork: a new environment with stage fork on the source host, from the current version', async () => {
+    const r = await w.t.req('POST', `/v1/envs/${w.alpha}/fork`, { body: {} });
+    assert.equal(r.status, 202);
+    assert.deepEqual(
+      r.body.phases.map((p: any) => p.Name),
+      ['place', 'clone', 'health', 'verdict'],
+    );
+    const forkId = r.body.deployment.EnvID;
+    assert.notEqual(forkId, w.alpha);
+    const { deployment, phases } = await finished(w.t, r.body.deployment.ID);
+    assert.equal(deployment.Status, 'succeeded');
+    assert.deepEqual(phases[0].Evidence, { host: w.sc.hostId, reason: 'same host as source snapshot' });
+    assert.deepEqual(evidenceKeys(phases, 'clone'), ['forked_in_ms', 'from']);
+    assert.deepEqual(evidenceKeys(phases, 'health'), ['endpoints']);
+    assert.deepEqual(evidenceKeys(phases, 'verdict'), ['env', 'took_ms']);
+    const cmd = w.sc.commands('env.fork').at(-1)!;
+    assert.equal(cmd.env_id, forkId);
+    assert.deepEqual(Object.keys(cmd.payload as object).sort(), [
+      'egress',
+      'from_env',
+      'from_snapshot',
+      'services',
+      'volumes',
+    ]);
+    assert.equal((cmd.payload as any).from_env, w.alpha);
+    assert.equal((cmd.payload as any).from_snapshot, v1);
+    const f = await env(w.t, forkId);
+    assert.equal(f.Stage, 'fork');
+    assert.equal(f.Name, 'alpha-fork-1');
+    assert.equal(f.ParentVersionID, v1);
+    assert.equal(f.CurrentVersionID, v1);
+    assert.equal(f.HostID, w.sc.hostId);
+    assert.equal(f.Status, 'running');
+    // A fork of the fork clones the same snapshot, from the env that holds it.
+    const ff = await w.t.req('POST', `/v1/envs/${forkId}/fork`, { body: { name: 'grandchild' } });
+    assert.equal((await finished(w.t, ff.body.deployment.ID)).deployment.Status, 'succeeded');
+    assert.equal((w.sc.commands('env.fork').at(-1)!.payload as any).from_env, w.alpha);
+    const dup = await w.t.req('POST', `/v1/envs/${forkId}/fork`, { body: { name: 'grandchild' } });
+    assert.equal(dup.status, 409);
+  });
+
+  test('fork refuses versions that are not healthy snapshots of this environment', async () => {
+    const other = await w.t.req('POST', '/v1/projects', { body: { name: `other-${dialect}` } });
+    const r = await w.t.req('POST', `/v1/envs/${other.body.environments[0].ID}/fork`, { body: {} });
+    assert.equal(r.status, 409);
+    const bad = await w.t.req('POST', `/v1/envs/${w.alpha}/fork`, { body: { version: 'ver_nope' } });
+    assert.equal(bad.status, 400);
+    assert.equal((await w.t.req('POST', '/v1/envs/env_nope/fork', { body: {} })).status, 404);
+  });
+
+  test('snapshot: a new healthy current version with the same spec', async () => {
+    const r = await w.t.req('POST', `/v1/envs/${w.alpha}/snapshot`);
+    assert.equal(r.status, 202);
+    const vid = r.body.deployment.VersionID;
+    assert.match(vid, /^ver_/);
+    const { deployment, phases } = await finished(w.t, r.body.deployment.ID);
+    assert.equal(deployment.Status, 'succeeded');
+    assert.deepEqual(phaseTable(phases), [
+      ['snapshot', 'ok'],
+      ['health', 'ok'],
+      ['verdict', 'ok'],
+    ]);
+    assert.deepEqual(phases[1].Evidence, { answered: true });
+    assert.deepEqual(phases[2].Evidence.version, vid);
+    assert.deepEqual(w.sc.commands('env.snapshot').at(-1)!.payload, { name: vid });
+    assert.equal((await env(w.t, w.alpha)).CurrentVersionID, vid);
+  });
+
+  test('a failed snapshot keeps the previous version and changes nothing', async () => {
+    const before = (await env(w.t, w.alpha)).CurrentVersionID;
+    w.sc.handlers['env.snapshot'] = () => {
+      throw new Error('pause failed');
+    };
+    const r = await w.t.req('POST', `/v1/envs/${w.alpha}/snapshot`);
+    const { deployment, phases } = await finished(w.t, r.body.deployment.ID);
+    delete w.sc.handlers['env.snapshot'];
+    assert.equal(deployment.Status, 'failed');
+    assert.equal(deployment.Error, 'snapshot: pause failed');
+    assert.deepEqual(phaseTable(phases), [
+      ['snapshot', 'failed'],
+      ['health', 'skipped'],
+      ['verdict', 'ok'],
+    ]);
+    assert.deepEqual(phases[2].Evidence, { kept: before });
+    const e = await env(w.t, w.alpha);
+    assert.equal(e.CurrentVersionID, before);
+    assert.equal(e.Status, 'running');
+  });
+
+  test('rollback: only to a healthy snapshot of this environment; the verdict makes it current', async () => {
+    assert.equal(
+      (await w.t.req('POST', `/v1/envs/${w.alpha}/rollback`, { body: { version: 'ver_x' } })).status,
+      400,
+    );
+    assert.equal((await w.t.req('POST', `/v1/envs/${w.alpha}/rollback`, { body: {} })).status, 400);
+    const r = await w.t.req('POST', `/v1/envs/${w.alpha}/rollback`, { body: { version: v1 } });
+    assert.equal(r.status, 202);
+    const { deployment, phases } = await finished(w.t, r.body.deployment.ID);
+    assert.equal(deployment.Status, 'succeeded');
+    assert.deepEqual(
+      phases.map((p: any) => [p.Name, p.Evidence]),
+      [
+        ['restore', { snapshot: v1 }],
+        ['health', { restored: v1 }],
+        ['verdict', { version: v1 }],
+      ],
+    );
+    assert.equal((await env(w.t, w.alpha)).CurrentVersionID, v1);
+  });
+
+  test('verify: 400 without an agent and verifier', async () => {
+    const p = await w.t.req('POST', '/v1/projects', { body: { name: `plain-${dialect}` } });
+    const w2 = { ...w, project: p.body.project.ID, alpha: p.body.environments[0].ID };
+    await deploy(w2);
+    const r = await w.t.req('POST', `/v1/envs/${w2.alpha}/verify`, { body: {} });
+    assert.equal(r.status, 400);
+    assert.match(r.body.error, /x-svc.agent.service and x-svc.verifier/);
+  });
+
+  test('verify: collect, capture version, grader fork, reward in the verdict, grader destroyed', async () => {
+    const before = (await env(w.t, w.alpha)).CurrentVersionID;
+    const r = await w.t.req('POST', `/v1/envs/${w.alpha}/verify`, { body: {} });
+    assert.equal(r.status, 202);
+    const capture = r.body.deployment.VersionID;
+    const { deployment, phases } = await finished(w.t, r.body.deployment.ID);
+    assert.equal(deployment.Status, 'succeeded', deployment.Error);
+    assert.deepEqual(
+      phases.map((p: any) => p.Name),
+      ['stop', 'collect', 'snapshot', 'clone', 'grade', 'verdict'],
+    );
+    assert.deepEqual(phases[0].Evidence, { agent_service: 'main', mode: 'pause' });
+    assert.deepEqual(evidenceKeys(phases, 'collect'), ['bytes', 'files', 'missing', 'refused']);
+    assert.deepEqual(evidenceKeys(phases, 'clone'), ['forked_in_ms', 'grader_env']);
+    assert.deepEqual(evidenceKeys(phases, 'grade'), [
+      'exit_code',
+      'ran_for',
+      'reward',
+      'source',
+      'stderr',
+      'stdout',
+    ]);
+    assert.deepEqual(evidenceKeys(phases, 'verdict'), [
+      'agent_frozen',
+      'exit_code',
+      'missing',
+      'refused',
+      'reward',
+      'source',
+      'took_ms',
+    ]);
+    const verdict = phases[5].Evidence;
+    assert.equal(verdict.reward, 1);
+    assert.equal(verdict.source, 'reward.txt');
+    assert.equal(verdict.agent_frozen, true);
+    assert.equal(verdict.refused, false);
+    const collect = w.sc.commands('verify.collect').at(-1)!.payload as any;
+    assert.deepEqual(collect, { id: deployment.ID, agent_service: 'main', collect: ['/work'] });
+    assert.deepEqual(w.sc.commands('env.snapshot').at(-1)!.payload, { name: capture, keep_paused: ['main'] });
+    const grader = phases[3].Evidence.grader_env;
+    assert.equal(deployment.TargetEnvID, grader);
+    const run = w.sc.commands('verify.run').at(-1)!;
+    assert.equal(run.env_id, grader);
+    assert.equal((run.payload as any).refused, false);
+    assert.equal(w.sc.commands('env.destroy').at(-1)!.env_id, grader);
+    const g = await env(w.t, grader);
+    assert.equal(g.Stage, 'verify');
+    assert.equal(g.Status, 'destroyed');
+    assert.match(g.Name, /^alpha-verify-/);
+    // The agent env keeps its version; the capture exists, is healthy and can be forked.
+    assert.equal((await env(w.t, w.alpha)).CurrentVersionID, before);
+    const versions = (await w.t.req('GET', `/v1/envs/${w.alpha}/versions`)).body.versions;
+    assert.equal(versions.find((v: any) => v.ID === capture).Healthy, true);
+    const f = await w.t.req('POST', `/v1/envs/${w.alpha}/fork`, {
+      body: { version: capture, name: 'from-capture' },
+    });
+    assert.equal((await finished(w.t, f.body.deployment.ID)).deployment.Status, 'succeeded');
+  });
+
+  test('verify with refusals grades as refused; resume unpauses; a failed grade has a null reward', async () => {
+    w.sc.handlers['verify.collect'] = () => ({
+      files: 0,
+      bytes: 0,
+      missing: [],
+      refused: ['/work/link: symlink'],
+    });
+    w.sc.handlers['verify.run'] = (f) =>
+      (f.payload as any).refused
+        ? { reward: 0, exit_code: null, stdout: '', stderr: '', source: 'refused', ran_for: 0 }
+        : { reward: 1, exit_code: 0, stdout: '', stderr: '', source: 'reward.txt', ran_for: 1 };
+    const r = await w.t.req('POST', `/v1/envs/${w.alpha}/verify`, { body: { resume: true } });
+    const { phases } = await finished(w.t, r.body.deployment.ID);
+    const v = phases.at(-1).Evidence;
+    assert.equal(v.reward, 0);
+    assert.equal(v.source, 'refused');
+    assert.equal(v.refused, true);
+    assert.equal(v.agent_frozen, false);
+    assert.deepEqual(w.sc.commands('env.snapshot').at(-1)!.payload, {
+      name: r.body.deployment.VersionID,
+      keep_paused: [],
+    });
+    w.sc.handlers['verify.run'] = () => {
+      throw new Error('verifier image missing');
+    };
+    const bad = await w.t.req('POST', `/v1/envs/${w.alpha}/verify`, { body: {} });
+    const out = await finished(w.t, bad.body.deployment.ID);
+    delete w.sc.handlers['verify.collect'];
+    delete w.sc.handlers['verify.run'];
+    assert.equal(out.deployment.Status, 'failed');
+    assert.equal(out.deployment.Error, 'grade: verifier image missing');
+    assert.equal(out.phases.at(-1).Evidence.reward, null);
+    const grader = out.phases[3].Evidence.grader_env;
+    assert.equal((await env(w.t, grader)).Status, 'destroyed');
+  });
+
+  test('destroy: teardown then destroyed; operations on it are refused', async () => {
+    const f = await w.t.req('POST', `/v1/envs/${w.alpha}/fork`, { body: { name: 'doomed' } });
+    const forkId = f.body.deployment.EnvID;
+    await finished(w.t, f.body.deployment.ID);
+    const r = await w.t.req('DELETE', `/v1/envs/${forkId}`);
+    assert.equal(r.status, 202);
+    assert.deepEqual(Object.keys(r.body), ['deployment']);
+    const { deployment, phases } = await finished(w.t, r.body.deployment.ID);
+    assert.equal(deployment.Status, 'succeeded');
+    assert.deepEqual(
+      phases.map((p: any) => [p.Name, p.Status, p.Evidence]),
+      [
+        ['teardown', 'ok', null],
+        ['verdict', 'ok', null],
+      ],
+    );
+    assert.equal(w.sc.commands('env.destroy').at(-1)!.env_id, forkId);
+    assert.equal((await env(w.t, forkId)).Status, 'destroyed');
+    assert.equal((await w.t.req('DELETE', `/v1/envs/${forkId}`)).status, 409);
+    assert.equal((await w.t.req('POST', `/v1/envs/${forkId}/snapshot`)).status, 409);
+    assert.equal(
+      (await w.t.req('POST', `/v1/envs/${forkId}/exec`, { body: { service: 'main', cmd: ['true'] } })).status,
+      409,
+    );
+  });
+});
