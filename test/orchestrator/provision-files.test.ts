@@ -1,0 +1,186 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import tar from 'tar-stream';
+import type { Provisioner } from '../../server/deployments/deps.ts';
+import { FakeSidecar } from '../support/fake-sidecar.ts';
+import { forEachDialect, startTestServer, type TestServer } from '../support/server.ts';
+import { deploy, finished, SIMPLE_COMPOSE, type World, world } from './harness.ts';
+
+async function tarOf(files: Record<string, Buffer | string>): Promise<Buffer> {
+  const pack = tar.pack();
+  for (const [name, body] of Object.entries(files)) pack.entry({ name }, body);
+  pack.finalize();
+  const chunks: Buffer[] = [];
+  for await (const c of pack) chunks.push(c as Buffer);
+  return Buffer.concat(chunks);
+}
+
+forEachDialect('provision and join through a cloud', (dialect) => {
+  let t: TestServer;
+  const made: string[] = [];
+  // Stands in for a VM cloud: "creating a machine" starts a fake sidecar that joins with the token.
+  const provisioner: Provisioner = {
+    async provision(cloud, req) {
+      made.push(req.joinToken);
+      setTimeout(() => void new FakeSidecar(req.serverUrl).connect(req.joinToken), 50);
+      return { ref: `vm-${made.length}`, ip: '203.0.113.7', name: req.name };
+    },
+  };
+  before(async () => {
+    t = await startTestServer(
+      dialect,
+      {},
+      { orchestrator: { provisioners: new Map([['cloudvm', provisioner]]) } },
+    );
+  });
+  after(async () => t.close());
+
+  test('with no host and no provisioning cloud the deploy fails with the spec message', async () => {
+    await t.req('POST', '/v1/projects', { body: { name: 'lonely' } });
+    const r = await t.req('POST', '/v1/projects/lonely/deploy', { body: { compose: SIMPLE_COMPOSE } });
+    const { deployment, phases } = await finished(t, r.body.deployment.ID);
+    assert.equal(deployment.Status, 'failed');
+    assert.equal(
+      deployment.Error,
+      'provision: no connected host and no cloud that can provision: connect a cloud or run the sidecar join on a machine',
+    );
+    assert.deepEqual(phases[1].Evidence, { host: '', reason: 'no connected host (provisioning)' });
+    assert.deepEqual(phases.at(-1).Evidence, { reverted: 'no previous version' });
+  });
+
+  test('a cloudvm cloud provisions a machine that joins; the deploy lands on it', async () => {
+    const c = await t.req('POST', '/v1/clouds', {
+      body: { provider: 'cloudvm', config: { token: 'hc-secret' } },
+    });
+    assert.equal(c.status, 201, JSON.stringify(c.body));
+    const r = await t.req('POST', '/v1/projects/lonely/deploy', { body: { compose: SIMPLE_COMPOSE } });
+    const { deployment, phases } = await finished(t, r.body.deployment.ID);
+    assert.equal(deployment.Status, 'succeeded', deployment.Error);
+    const byName = Object.fromEntries(phases.map((p: any) => [p.Name, p]));
+    assert.deepEqual(byName.provision.Evidence, {
+      cloud: c.body.cloud.ID,
+      provider: 'cloudvm',
+      ref: 'vm-1',
+      ip: '203.0.113.7',
+      name: byName.provision.Evidence.name,
+    });
+    assert.match(byName.join.Evidence.host, /^host_/);
+    assert.equal(typeof byName.join.Evidence.joined_in_ms, 'number');
+    const host = (await t.req('GET', '/v1/hosts')).body.hosts.find(
+      (h: any) => h.ID === byName.join.Evidence.host,
+    );
+    assert.equal(host.CloudID, c.body.cloud.ID);
+    const ev = await t.req('GET', `/v1/events?subject=dep:${deployment.ID}`);
+    assert.ok(ev.body.events.some((e: any) => e.Kind === 'host.provisioned'));
+  });
+});
+
+forEachDialect('exec and files', (dialect) => {
+  let w: World;
+  const files = new Map<string, Buffer>();
+  before(async () => {
+    w = await world(dialect);
+    await deploy(w);
+    w.sc.handlers['env.put'] = async (f) => {
+      const p = f.payload as any;
+      let data = Buffer.from(p.tar_b64, 'base64');
+      if (p.blob) {
+        const r = await fetch(p.blob.url, { headers: { authorization: `Bearer ${p.blob.token}` } });
+        if (!r.ok) throw new Error(`blob fetch ${r.status}`);
+        data = Buffer.from(await r.arrayBuffer());
+      }
+      files.set(p.path, data);
+      return { path: p.path };
+    };
+    w.sc.handlers['env.get'] = async (f) => {
+      const p = f.payload as any;
+      const data = files.get(p.path);
+      if (!data) throw new Error(`stat ${p.path}: no such file or directory`);
+      if (data.length > 8 * 1024 * 1024) {
+        const r = await fetch(p.upload.url, {
+          method: 'PUT',
+          headers: { authorization: `Bearer ${p.upload.token}` },
+          body: data,
+        });
+        if (!r.ok) throw new Error(`upload ${r.status}`);
+        return { tar_b64: '', uploaded: true, bytes: data.length };
+      }
+      return { tar_b64: data.toString('base64') };
+    };
+  });
+  after(async () => {
+    await w.sc.close();
+    await w.t.close();
+  });
+
+  const put = (path: string, body: Buffer, type = 'application/x-tar') =>
+    fetch(`${w.t.url}/v1/envs/${w.alpha}/files?service=app&path=${encodeURIComponent(path)}`, {
+      method: 'PUT',
+      headers: { authorization: `Bearer ${w.t.key}`, 'content-type': type },
+      body,
+    });
+
+  test('exec: the default timeout, the request body checks, unknown services', async () => {
+    const r = await w.t.req('POST', `/v1/envs/${w.alpha}/exec`, { body: { service: 'app', cmd: ['id'] } });
+    assert.equal(r.status, 200);
+    assert.deepEqual(w.sc.commands('env.exec').at(-1)!.payload, {
+      service: 'app',
+      cmd: ['id'],
+      timeout_sec: 120,
+    });
+    for (const body of [
+      { service: 'app' },
+      { service: 'app', cmd: [] },
+      { service: 'app', cmd: 'id' },
+      { service: 'app', cmd: ['x'], timeout_sec: -1 },
+    ]) {
+      assert.equal(
+        (await w.t.req('POST', `/v1/envs/${w.alpha}/exec`, { body })).status,
+        400,
+        JSON.stringify(body),
+      );
+    }
+    const unknown = await w.t.req('POST', `/v1/envs/${w.alpha}/exec`, {
+      body: { service: 'nope', cmd: ['id'] },
+    });
+    assert.equal(unknown.status, 400);
+    assert.match(unknown.body.error, /no service 'nope'/);
+    assert.equal(
+      (await w.t.req('POST', '/v1/envs/env_missing/exec', { body: { service: 'app', cmd: ['id'] } })).status,
+      404,
+    );
+  });
+
+  test('files: put and get round-trip inline and, above a frame, by blob', async () => {
+    const small = await tarOf({ 'a.txt': 'hello' });
+    const r = await put('/data/in', small);
+    assert.equal(r.status, 200);
+    assert.deepEqual(await r.json(), { ok: true, bytes: small.length });
+    const got = await fetch(`${w.t.url}/v1/envs/${w.alpha}/files?service=app&path=/data/in`, {
+      headers: { authorization: `Bearer ${w.t.key}` },
+    });
+    assert.equal(got.status, 200);
+    assert.equal(got.headers.get('content-type'), 'application/x-tar');
+    assert.deepEqual(Buffer.from(await got.arrayBuffer()), small);
+    const big = await tarOf({ 'big.bin': Buffer.alloc(20 * 1024 * 1024, 7) });
+    const rb = await put('/data/big', big);
+    assert.equal(rb.status, 200, await rb.clone().text());
+    assert.equal((w.sc.commands('env.put').at(-1)!.payload as any).tar_b64, '');
+    const gb = await fetch(`${w.t.url}/v1/envs/${w.alpha}/files?service=app&path=/data/big`, {
+      headers: { authorization: `Bearer ${w.t.key}` },
+    });
+    assert.equal(gb.status, 200);
+    assert.ok(Buffer.from(await gb.arrayBuffer()).equals(big));
+  });
+
+  test('files: 413 over 32 MiB, 400 for a non-tar body or a relative path, 502 for a missing path', async () => {
+    assert.equal((await put('/data/x', Buffer.alloc(32 * 1024 * 1024 + 1))).status, 413);
+    assert.equal((await put('/data/x', Buffer.from('not a tar at all, just text'))).status, 400);
+    assert.equal((await put('data/x', await tarOf({ a: 'b' }))).status, 400);
+    assert.equal((await put('/data/../etc', await tarOf({ a: 'b' }))).status, 400);
+    const missing = await w.t.req('GET', `/v1/envs/${w.alpha}/files?service=app&path=/nope`);
+    assert.equal(missing.status, 502);
+    assert.match(missing.body.error, /no such file or directory/);
+    assert.equal((await w.t.req('GET', `/v1/envs/${w.alpha}/files?service=app`)).status, 400);
+  });
+});
