@@ -66,6 +66,13 @@ export async function createHttpApp(opts: HttpOptions): Promise<App> {
     return503OnClosing: true,
     forceCloseConnections: 'idle',
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: false } },
+    // The router's own refusals (a malformed %-escape, an over-long path parameter) would
+    // otherwise leave in Fastify's default shape; they are bad input like any other.
+    frameworkErrors: (err: FastifyError, _req, reply: import('fastify').FastifyReply) => {
+      const message =
+        err.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'a path parameter is too long' : 'malformed URL';
+      reply.code(400).send({ error: message });
+    },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   app.setErrorHandler((err: FastifyError, req, reply) => {
