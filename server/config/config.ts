@@ -62,8 +62,21 @@ function httpUrl(name: string, value: string): string {
   return value.replace(/\/+$/, '');
 }
 
+/**
+ * The DSN with its password (in the user part, or a `password` query parameter) replaced by ***.
+ * Parsed as a URL, as the Postgres client parses it, so a raw `@` in a password cannot leak a tail.
+ */
 export function redactDsn(target: string): string {
-  return target.replace(/^(postgres(?:ql)?:\/\/[^:/@]*:)([^@]*)@/i, '$1***@');
+  if (!/^postgres(ql)?:\/\//i.test(target)) return target;
+  let u: URL;
+  try {
+    u = new URL(target);
+  } catch {
+    return 'postgres://(unparseable DSN, not shown)';
+  }
+  if (u.password) u.password = '***';
+  for (const key of [...u.searchParams.keys()]) if (/pass/i.test(key)) u.searchParams.set(key, '***');
+  return u.toString();
 }
 
 function assembleDsn(env: NodeJS.ProcessEnv): string {
