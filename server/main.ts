@@ -98,9 +98,13 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
       state = 'stopping';
       // Stop accepting, wait up to 10 s for in-flight requests, then cut what is left.
       const timer = setTimeout(() => app.server.closeAllConnections(), SHUTDOWN_WAIT_MS);
+      // A keep-alive connection whose request finishes during shutdown is closed once idle, so a
+      // client holding it open cannot delay the exit.
+      const sweep = setInterval(() => app.server.closeIdleConnections(), 100);
       await orch.close();
       await app.close().catch(() => {});
       clearTimeout(timer);
+      clearInterval(sweep);
       await db.close();
       state = 'stopped';
     })();
