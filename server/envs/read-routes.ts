@@ -9,7 +9,7 @@ const tags = ['environments'];
 const params = IdParam('env', 'Environment id (env_…)');
 
 export function envReadRoutes(app: App, ctx: AppContext): void {
-  const { db, hub } = ctx;
+  const { db } = ctx;
   app.get(
     '/v1/envs/:env',
     {
@@ -20,7 +20,7 @@ export function envReadRoutes(app: App, ctx: AppContext): void {
         params,
       },
     },
-    async (req) => envView(db, hub, req.caller.teamId, req.params.env),
+    async (req) => envView(db, ctx.hub, req.caller.teamId, req.params.env),
   );
   app.get(
     '/v1/envs/:env/versions',

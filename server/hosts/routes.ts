@@ -10,7 +10,7 @@ import { hostsOf, targetsOf } from './targets.ts';
 const tags = ['clouds, hosts and targets'];
 
 export function hostRoutes(app: App, ctx: AppContext): void {
-  const { db, hub, config } = ctx;
+  const { db, config } = ctx;
 
   app.post(
     '/v1/join-tokens',
@@ -37,7 +37,7 @@ export function hostRoutes(app: App, ctx: AppContext): void {
   app.get(
     '/v1/hosts',
     { schema: { tags, summary: "The team's hosts and whether each is connected", security: SECURED } },
-    async (req) => ({ hosts: await hostsOf(db, hub, req.caller.teamId) }),
+    async (req) => ({ hosts: await hostsOf(db, ctx.hub, req.caller.teamId) }),
   );
 
   app.get(
@@ -49,6 +49,6 @@ export function hostRoutes(app: App, ctx: AppContext): void {
         security: SECURED,
       },
     },
-    async (req) => ({ targets: await targetsOf(db, hub, req.caller.teamId) }),
+    async (req) => ({ targets: await targetsOf(db, ctx.hub, req.caller.teamId) }),
   );
 }

@@ -16,7 +16,7 @@ export function identityRoutes(app: App, ctx: AppContext): void {
     {
       config: { auth: 'none' },
       // Disabled is "not found" before the body is even looked at.
-      preValidation: async () => {
+      onRequest: async () => {
         if (!ctx.config.devLogin) throw new NotFound('dev login is disabled (SVC_DEV_LOGIN=1 enables it)');
       },
       schema: {
