@@ -2,7 +2,10 @@
 // the reason; with SVC_REQUIRE_TIERS (CI sets it) a missing tier fails instead of skipping.
 import { existsSync } from 'node:fs';
 
-export type Tier = 'postgres' | 'docker';
+export type Tier = 'postgres' | 'docker' | 'browser';
+
+/** The browser the CORS suite drives through playwright-core (Debian's chromium package). */
+export const CHROMIUM = process.env.SVC_TEST_CHROMIUM ?? '/usr/bin/chromium';
 
 const required = new Set((process.env.SVC_REQUIRE_TIERS ?? '').split(',').filter(Boolean));
 
@@ -11,6 +14,11 @@ function reasonFor(tier: Tier): string | null {
     return process.env.SVC_TEST_PG
       ? null
       : 'SVC_TEST_PG is unset (no Postgres server binaries found by npm test)';
+  }
+  if (tier === 'browser') {
+    return existsSync(CHROMIUM)
+      ? null
+      : `no Chromium at ${CHROMIUM} (apt-get install chromium, or set SVC_TEST_CHROMIUM)`;
   }
   const sock = process.env.DOCKER_HOST ? null : '/var/run/docker.sock';
   if (sock && !existsSync(sock))
