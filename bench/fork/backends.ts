@@ -104,34 +104,33 @@ async function measure(store: StorageBackend, mb: number): Promise<Omit<Row, 'ba
   const cpVolume = (await store.prepare(`${env}-cp`, ['data'])).data;
   await writeVolume(volume, mb);
   await store.snapshot(env, 'ver_0', ['data']);
-  const times = { clone: [] as number[], snapshot: [] as number[], rollback: [] as number[] };
-  const cps = { cp: [] as number[], cpNoReflink: [] as number[] };
-  // Run -1 is a warm-up (first-touch costs of a fresh file system), not recorded.
-  for (let i = -1; i < RUNS; i++) {
-    const keep = (list: number[]) => (ms: number) => i >= 0 && list.push(ms);
-    keep(times.clone)(await timed(() => store.clone(env, 'ver_0', `${env}-fork${i + 1}`, ['data'])));
-    await store.destroy(`${env}-fork${i + 1}`);
-    keep(times.snapshot)(await timed(() => store.snapshot(env, `ver_${i + 2}`, ['data'])));
-    keep(times.rollback)(await timed(() => store.rollback(env, 'ver_0', ['data'])));
-    for (const [key, extra] of [
-      ['cp', []],
-      ['cpNoReflink', ['--reflink=never']],
-    ] as const) {
-      const target = join(cpVolume, key);
-      keep(cps[key])(await timed(() => run('cp', ['-a', ...extra, volume, target])));
-      await rm(target, { recursive: true, force: true });
+  // Each operation in its own series, so one series' deletions of 500 MB (freed in the
+  // background by some file systems) do not land in another's timings. Run -1 is a warm-up.
+  const series = async (op: (i: number) => Promise<unknown>, after?: (i: number) => Promise<unknown>) => {
+    const out: number[] = [];
+    for (let i = -1; i < RUNS; i++) {
+      const ms = await timed(() => op(i + 1));
+      if (i >= 0) out.push(ms);
+      await after?.(i + 1);
     }
-  }
+    return median(out);
+  };
+  const clone = await series(
+    (i) => store.clone(env, 'ver_0', `${env}-fork${i}`, ['data']),
+    (i) => store.destroy(`${env}-fork${i}`),
+  );
+  const snapshot = await series((i) => store.snapshot(env, `ver_${i + 1}`, ['data']));
+  const rollback = await series(() => store.rollback(env, 'ver_0', ['data']));
+  const copy = (extra: string[]) =>
+    series(
+      (i) => run('cp', ['-a', ...extra, volume, join(cpVolume, `copy${i}`)]),
+      (i) => rm(join(cpVolume, `copy${i}`), { recursive: true, force: true }),
+    );
+  const cp = await copy([]);
+  const cpNoReflink = await copy(['--reflink=never']);
   await store.destroy(env);
   await store.destroy(`${env}-cp`);
-  return {
-    mb,
-    clone: median(times.clone),
-    snapshot: median(times.snapshot),
-    rollback: median(times.rollback),
-    cp: median(cps.cp),
-    cpNoReflink: median(cps.cpNoReflink),
-  };
+  return { mb, clone, snapshot, rollback, cp, cpNoReflink };
 }
 
 async function bench(setup: Setup): Promise<Row[]> {

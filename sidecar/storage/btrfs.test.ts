@@ -54,6 +54,17 @@ describe('btrfs backend specifics', { skip }, () => {
     assert.deepEqual(await subvolumesOf(scratch().dir, 'sv-fork'), []);
   });
 
+  it('destroys subvolumes that a container created inside its volume', async () => {
+    const paths = await store().prepare('nest', ['data']);
+    await run('btrfs', ['subvolume', 'create', join(paths.data, 'inner')]);
+    await run('btrfs', ['subvolume', 'create', join(paths.data, 'inner', 'deeper')]);
+    await writeFile(join(paths.data, 'inner', 'deeper', 'f'), 'x');
+    await store().snapshot('nest', 'ver_1', ['data']);
+    assert.equal((await subvolumesOf(scratch().dir, 'nest')).length, 4);
+    await store().destroy('nest');
+    assert.deepEqual(await subvolumesOf(scratch().dir, 'nest'), []);
+  });
+
   it('turns a volume left as a plain directory into a subvolume, keeping its content', async () => {
     const path = store().volumePath('plain', 'data');
     await mkdir(path, { recursive: true });

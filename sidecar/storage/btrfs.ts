@@ -2,7 +2,8 @@
 // `snaps/<env>/<name>/<volume>`, clones and rollbacks writable snapshots of those: each is a
 // metadata operation whose cost does not depend on the amount of data. Creating a snapshot commits
 // a btrfs transaction, so a published snapshot is durable without a separate sync.
-import { lstat, rm } from 'node:fs/promises';
+import { lstat, readdir, rm } from 'node:fs/promises';
+import { join } from 'node:path';
 import { copyTree } from './dir.ts';
 import { run, syncFs } from './exec.ts';
 import type { Layout } from './layout.ts';
@@ -19,6 +20,21 @@ export async function isSubvolume(path: string): Promise<boolean> {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false;
     throw err;
   }
+}
+
+/** Subvolumes below `root` (not `root` itself), parents before children. */
+async function nestedSubvolumes(root: string): Promise<string[]> {
+  const found: string[] = [];
+  const walk = async (dir: string): Promise<void> => {
+    for (const entry of await readdir(dir, { withFileTypes: true })) {
+      if (!entry.isDirectory()) continue;
+      const path = join(dir, entry.name);
+      if (await isSubvolume(path)) found.push(path);
+      await walk(path);
+    }
+  };
+  await walk(root);
+  return found;
 }
 
 export const btrfsOps: TreeOps = {
@@ -40,8 +56,14 @@ export const btrfsOps: TreeOps = {
   },
   async remove(path) {
     // Read-only snapshots refuse unlink; deleting the subvolume is also O(1) for the caller.
-    if (await isSubvolume(path)) await run('btrfs', ['subvolume', 'delete', path]);
-    else await rm(path, { recursive: true, force: true });
+    if (!(await isSubvolume(path))) await rm(path, { recursive: true, force: true });
+    else
+      await run('btrfs', ['subvolume', 'delete', path]).catch(async (err: Error) => {
+        // A container may have created subvolumes inside its volume (the ioctl needs no privilege).
+        if (!/not empty/i.test(err.message)) throw err;
+        for (const nested of (await nestedSubvolumes(path)).reverse()) await btrfsOps.remove(nested);
+        await run('btrfs', ['subvolume', 'delete', path]);
+      });
   },
   flush: async () => {},
   isNative: isSubvolume,

@@ -18,18 +18,22 @@ import {
 } from 'node:fs/promises';
 import { join } from 'node:path';
 
+/** Only root may give files away; as another user every file keeps its owner. */
+const chownIfRoot = (path: string, uid: number, gid: number) =>
+  process.getuid?.() === 0 ? chown(path, uid, gid) : Promise.resolve();
+
 /** Writes a volume whose every detail depends on `tag`. */
 export async function populate(dir: string, tag: string): Promise<void> {
   await writeFile(join(dir, 'data.txt'), `data ${tag}\n`);
   await chmod(join(dir, 'data.txt'), 0o640);
-  await chown(join(dir, 'data.txt'), 1234, 5678);
+  await chownIfRoot(join(dir, 'data.txt'), 1234, 5678);
   await link(join(dir, 'data.txt'), join(dir, 'hard'));
   await symlink('data.txt', join(dir, 'link'));
   await symlink('/nonexistent/target', join(dir, 'dangling'));
   await mkdir(join(dir, 'sub', 'deep'), { recursive: true });
   await writeFile(join(dir, 'sub', 'deep', 'file.bin'), createHash('sha512').update(tag).digest());
   await chmod(join(dir, 'sub'), 0o750);
-  await chown(join(dir, 'sub'), 1000, 1000);
+  await chownIfRoot(join(dir, 'sub'), 1000, 1000);
   await mkdir(join(dir, 'empty'));
   await writeFile(join(dir, 'tool'), '#!/bin/sh\n');
   await chmod(join(dir, 'tool'), 0o4755);
@@ -37,7 +41,7 @@ export async function populate(dir: string, tag: string): Promise<void> {
   await fh.truncate(8 * 1024 * 1024);
   await fh.write(tag, 4 * 1024 * 1024);
   await fh.close();
-  await chown(dir, 1000, 1000);
+  await chownIfRoot(dir, 1000, 1000);
   await chmod(dir, 0o711);
 }
 
