@@ -22,15 +22,48 @@ export const WEBHOOK_BODY_LIMIT = 2 * 1024 * 1024;
 export function codehostRoutes(app: App, ctx: AppContext): void {
   const { config, db } = ctx;
 
-  const signInRoute = { config: { auth: 'none' as const }, schema: { tags: ['sign-in'] } };
-  app.get('/auth/codehost/start', signInRoute, async () => {
-    requireSignIn(config);
-    throw new NotConfigured(SIGN_IN_UNAVAILABLE);
-  });
-  app.get('/auth/codehost/callback', signInRoute, async () => {
-    requireSignIn(config);
-    throw new NotConfigured(SIGN_IN_UNAVAILABLE);
-  });
+  const none = { auth: 'none' as const };
+  const signIn = ['sign-in'];
+  app.get(
+    '/auth/codehost/start',
+    {
+      config: none,
+      schema: {
+        tags: signIn,
+        summary: 'Start console sign-in at the code host',
+        querystring: Type.Object({
+          return: Type.Optional(
+            Type.String({
+              maxLength: 2048,
+              description: 'Where to go after sign-in: the console or a loopback URL',
+            }),
+          ),
+        }),
+      },
+    },
+    async () => {
+      requireSignIn(config);
+      throw new NotConfigured(SIGN_IN_UNAVAILABLE);
+    },
+  );
+  app.get(
+    '/auth/codehost/callback',
+    {
+      config: none,
+      schema: {
+        tags: signIn,
+        summary: "The code host's redirect target; ends at <return>#token=<session>",
+        querystring: Type.Object({
+          code: Type.Optional(Type.String({ maxLength: 512 })),
+          state: Type.Optional(Type.String({ maxLength: 512 })),
+        }),
+      },
+    },
+    async () => {
+      requireSignIn(config);
+      throw new NotConfigured(SIGN_IN_UNAVAILABLE);
+    },
+  );
 
   app.post(
     '/webhooks/codehost',

@@ -1,6 +1,6 @@
 // Who the caller is, their teams and their team's API keys (spec "Sign-in, teams and keys").
 import type { Db } from '../db/types.ts';
-import { NotFound } from '../errors.ts';
+import { BadRequest, NotFound } from '../errors.ts';
 import type { Caller } from './auth.ts';
 import {
   type ApiKey,
@@ -33,7 +33,9 @@ export async function teamsOf(db: Db, caller: Caller): Promise<TeamWithRole[]> {
 }
 
 export async function newTeam(db: Db, caller: Caller, name: string): Promise<Team> {
-  return db.transaction((tx) => createOwnedTeam(tx, caller.userId as string, name.trim()));
+  const trimmed = name.trim();
+  if (!trimmed) throw new BadRequest('team name must not be blank');
+  return db.transaction((tx) => createOwnedTeam(tx, caller.userId as string, trimmed));
 }
 
 /** The credential that created a key: the user for sessions, the key itself for API keys. */

@@ -77,6 +77,7 @@ forEachDialect('identity routes', (dialect) => {
     assert.equal(me.body.team.ID, created.body.team.ID);
     assert.equal(me.body.teams.length, 2);
     assertError(await s.req('POST', '/v1/teams', { token: u.session, body: { name: '' } }), 400, 'body.name');
+    assertError(await s.req('POST', '/v1/teams', { token: u.session, body: { name: '   ' } }), 400, 'blank');
     assertError(
       await s.req('POST', '/v1/teams', { token: u.session, body: {} }),
       400,
