@@ -1,0 +1,135 @@
+// The hub benchmark's printed report: one block of rows per run, then the comparison with the
+// issue's goals (10,000 hosts under 1 GiB RSS; p99 under 20 ms at 2,000 commands/s).
+import type { LoadFigures, Usage } from './measure.ts';
+
+export interface LoadResult {
+  figures: LoadFigures;
+  /** The control plane process. */
+  server: Usage;
+  sidecarsCpuPct: number;
+  /** The Postgres cluster (postmaster and backends), when the run uses it. */
+  pgCpuPct: number | null;
+  /** The process generating the load, when it is not the control plane. */
+  generatorCpuPct: number | null;
+}
+
+export interface RunResult {
+  db: string;
+  hosts: number;
+  run: number;
+  rate: number;
+  envs: number;
+  baselineRss: number;
+  mintMs: number;
+  join: { ms: number; p50: number; p99: number; failed: number; errors: Record<string, number> };
+  idle: { server: Usage; sidecarsCpuPct: number; pgCpuPct: number | null };
+  envsMs: number;
+  http: LoadResult;
+  reconnect: { ms: number; p99: number; failed: number };
+  hub: LoadResult;
+  drops: number;
+}
+
+export const RSS_GOAL_MIB = 1024;
+export const P99_GOAL_MS = 20;
+export const GOAL_HOSTS = 10_000;
+
+const f0 = (n: number) => n.toFixed(0);
+const f1 = (n: number) => n.toFixed(1);
+const sec = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
+
+function loadRow(name: string, l: LoadResult): string[] {
+  const f = l.figures;
+  return [
+    name,
+    `${f0(f.achievedRate)}/s`,
+    f1(f.p50),
+    f1(f.p90),
+    f1(f.p99),
+    f0(f.max),
+    `${f.errors}`,
+    f0(l.server.cpuPct),
+    `${f0(l.server.rssEnd)} (max ${f0(l.server.rssMax)})`,
+    f0(l.sidecarsCpuPct),
+    l.pgCpuPct === null ? '-' : f0(l.pgCpuPct),
+    l.generatorCpuPct === null ? 'in server' : f0(l.generatorCpuPct),
+    f1(f.lagP99),
+  ];
+}
+
+const HEADER = [
+  'phase',
+  'rate',
+  'p50 ms',
+  'p90 ms',
+  'p99 ms',
+  'max ms',
+  'errors',
+  'cp CPU%',
+  'cp RSS MiB',
+  'sidecars CPU%',
+  'pg CPU%',
+  'loadgen CPU%',
+  'sched lag p99',
+];
+
+function table(rows: string[][]): string {
+  const widths = rows[0].map((_, c) => Math.max(...rows.map((r) => r[c].length)));
+  return rows.map((r) => r.map((cell, c) => cell.padEnd(widths[c])).join('  ')).join('\n');
+}
+
+export function formatRun(r: RunResult): string {
+  const idle = r.idle;
+  const lines = [
+    `== ${r.db}, ${r.hosts} hosts, run ${r.run}: ${r.envs} environments on distinct hosts, ${r.rate} commands/s ==`,
+    `control plane RSS before any host: ${f0(r.baselineRss)} MiB`,
+    `mint ${r.hosts} join tokens: ${sec(r.mintMs)}; join all: ${sec(r.join.ms)} (per host p50 ${f0(r.join.p50)} ms, p99 ${f0(r.join.p99)} ms, failed ${r.join.failed})${errs(r.join.errors)}`,
+    `idle with heartbeats: cp CPU ${f1(idle.server.cpuPct)}%, RSS ${f0(idle.server.rssEnd)} MiB (max ${f0(idle.server.rssMax)}); sidecars CPU ${f1(idle.sidecarsCpuPct)}%${idle.pgCpuPct === null ? '' : `; pg CPU ${f1(idle.pgCpuPct)}%`}`,
+    `create ${r.envs} environments: ${sec(r.envsMs)}; after restart, all hosts reconnected in ${sec(r.reconnect.ms)} (p99 ${f0(r.reconnect.p99)} ms, failed ${r.reconnect.failed}); streams dropped by the control plane: ${r.drops}`,
+    table([HEADER, loadRow('HTTP exec', r.http), loadRow('hub dispatch', r.hub)]),
+  ];
+  for (const [name, l] of [
+    ['HTTP exec', r.http],
+    ['hub dispatch', r.hub],
+  ] as const) {
+    if (l.figures.errors) lines.push(`${name} errors: ${JSON.stringify(l.figures.errorKinds)}`);
+  }
+  return lines.join('\n');
+}
+
+function errs(e: Record<string, number>): string {
+  return Object.keys(e).length ? ` errors: ${JSON.stringify(e)}` : '';
+}
+
+/** One line per database for the goal size: best and worst run against each goal. */
+export function formatGoals(results: RunResult[], rate: number): string {
+  const out = [
+    `== goals: ${GOAL_HOSTS} hosts under ${RSS_GOAL_MIB} MiB RSS; round trip p99 under ${P99_GOAL_MS} ms at ${rate} commands/s ==`,
+  ];
+  for (const db of [...new Set(results.map((r) => r.db))]) {
+    const at = results.filter((r) => r.db === db && r.hosts === GOAL_HOSTS);
+    if (at.length === 0) {
+      out.push(`${db}: no run at ${GOAL_HOSTS} hosts`);
+      continue;
+    }
+    const rss = at.map((r) => Math.max(r.idle.server.rssMax, r.http.server.rssMax, r.hub.server.rssMax));
+    const httpP99 = at.map((r) => r.http.figures.p99);
+    const hubP99 = at.map((r) => r.hub.figures.p99);
+    const rateOk = at.every((r) => r.http.figures.achievedRate >= 0.98 * rate && r.http.figures.errors === 0);
+    out.push(
+      `${db}: RSS max ${range(rss)} MiB ${verdict(Math.max(...rss) < RSS_GOAL_MIB)}; ` +
+        `HTTP exec p99 ${range(httpP99)} ms ${verdict(Math.max(...httpP99) < P99_GOAL_MS && rateOk)}; ` +
+        `hub dispatch p99 ${range(hubP99)} ms ${verdict(Math.max(...hubP99) < P99_GOAL_MS)}` +
+        (rateOk ? '' : ` (HTTP rate not sustained or errors)`),
+    );
+  }
+  return out.join('\n');
+}
+
+function range(xs: number[]): string {
+  const lo = Math.min(...xs);
+  const hi = Math.max(...xs);
+  return xs.length > 1 ? `${f1(lo)}..${f1(hi)}` : f1(lo);
+}
+
+const verdict = (ok: boolean) => (ok ? 'MEETS' : 'MISSES');

@@ -1,0 +1,255 @@
+// Hub benchmark: N simulated sidecars (a separate process, bench/hub/sidecars.ts) join the real
+// control plane and heartbeat; we report its RSS and CPU idle and under a fixed command rate, and
+// the command round trip two ways:
+//   HTTP exec     POST /v1/envs/{env}/exec from this process, sent open-loop at --rate, against
+//                 the svc-server program (HTTP + auth + DB + stream + sidecar and back);
+//   hub dispatch  the same control plane restarted as bench/hub/hub-server.ts (startServer plus an
+//                 IPC hook) calling dispatcher.run directly at --rate (DB + stream + sidecar).
+// The restart also measures how fast all N hosts reconnect with their saved secrets.
+//
+//   node bench/hub/run.ts [--hosts 1000,10000] [--rate 2000] [--seconds 20] [--db sqlite,postgres]
+//                         [--envs 200] [--idle 15] [--warmup 3] [--repeat 1]
+//
+// Needs root for the open-file limit (or a hard limit above 2 × hosts) and Postgres server
+// binaries for --db postgres. Everything it starts is stopped and every temp dir removed on exit.
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { createDatabase, startCluster } from '../../test/support/postgres.ts';
+import type { FromHubServer, HubLoad } from './hub-server.ts';
+import { cpuMs, type LoadFigures, openLoop, processTree, rssMiB, type Usage, watch } from './measure.ts';
+import {
+  type Child,
+  cleanupAll,
+  freePort,
+  installExitHandlers,
+  nextMessage,
+  onCleanup,
+  postmasterPid,
+  raiseFdLimit,
+  startChild,
+  waitHealthy,
+} from './proc.ts';
+import { formatGoals, formatRun, type LoadResult, type RunResult } from './report.ts';
+import { api, createClouds, createEnvs, execFire, mintTokens, type Placed, teamId } from './setup.ts';
+import type { ConnectReport, FromSidecars, SidecarStats, ToSidecars } from './sidecars.ts';
+
+const { values } = parseArgs({
+  options: {
+    hosts: { type: 'string', default: '1000,10000' },
+    rate: { type: 'string', default: '2000' },
+    seconds: { type: 'string', default: '20' },
+    db: { type: 'string', default: 'sqlite,postgres' },
+    envs: { type: 'string', default: '200' },
+    idle: { type: 'string', default: '15' },
+    warmup: { type: 'string', default: '3' },
+    repeat: { type: 'string', default: '1' },
+  },
+});
+const HOSTS = values.hosts.split(',').map(Number);
+const RATE = Number(values.rate);
+const SECONDS = Number(values.seconds);
+const DBS = values.db.split(',');
+const ENVS = Number(values.envs);
+const IDLE_SECONDS = Number(values.idle);
+const WARMUP_SECONDS = Number(values.warmup);
+const REPEAT = Number(values.repeat);
+for (const [name, v] of Object.entries({ RATE, SECONDS, ENVS, IDLE_SECONDS, WARMUP_SECONDS, REPEAT })) {
+  if (!Number.isFinite(v) || v < 0) throw new Error(`--${name.toLowerCase()}: not a number`);
+}
+if (HOSTS.some((n) => !Number.isInteger(n) || n < 1)) throw new Error('--hosts: a comma list of counts');
+if (DBS.some((d) => d !== 'sqlite' && d !== 'postgres')) throw new Error('--db: sqlite, postgres or both');
+
+const CONNECT_CONCURRENCY = 200;
+/** HTTP sockets: enough that a stall of a second at the full rate does not queue in the client. */
+const HTTP_SOCKETS = 1024;
+const SETUP_TIMEOUT_MS = 15 * 60_000;
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+function log(line: string): void {
+  process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${line}\n`);
+}
+
+interface Db {
+  name: string;
+  target: string;
+  /** The processes whose CPU counts as the database's, or null for SQLite (inside the server). */
+  pids: (() => number[]) | null;
+}
+
+let cluster: { dsn: string; postmaster: number } | null = null;
+
+async function freshDb(kind: string, dir: string): Promise<Db> {
+  if (kind === 'sqlite') return { name: 'sqlite', target: join(dir, 'svc.db'), pids: null };
+  if (!cluster) {
+    const c = await startCluster();
+    onCleanup(() => c.stop());
+    const pm = postmasterPid(Number(new URL(c.dsn).port));
+    if (!pm) throw new Error('started a Postgres cluster but cannot find its postmaster');
+    cluster = { dsn: c.dsn, postmaster: pm };
+  }
+  const pm = cluster.postmaster;
+  const target = await createDatabase(cluster.dsn, `bench_${randomBytes(4).toString('hex')}`);
+  return { name: 'postgres', target, pids: () => processTree(pm) };
+}
+
+function askSidecars<T extends FromSidecars>(sc: Child, m: ToSidecars, op: T['op']): Promise<T> {
+  const answer = nextMessage<T>(sc, (x) => x?.op === op, SETUP_TIMEOUT_MS);
+  sc.proc.send(m);
+  return answer;
+}
+
+/** CPU and RSS of the control plane, sidecars and database over one window. */
+function watchAll(server: Child, sc: Child, db: Db) {
+  const w = { server: watch(server.pid), sc: watch(sc.pid), pg: db.pids ? watch(db.pids) : null };
+  return () => ({ server: w.server.stop(), sc: w.sc.stop(), pg: w.pg?.stop() ?? null });
+}
+
+function loadResult(
+  figures: LoadFigures,
+  u: { server: Usage; sc: Usage; pg: Usage | null },
+  gen: number | null,
+): LoadResult {
+  return {
+    figures,
+    server: u.server,
+    sidecarsCpuPct: u.sc.cpuPct,
+    pgCpuPct: u.pg?.cpuPct ?? null,
+    generatorCpuPct: gen,
+  };
+}
+
+async function startControlPlane(script: string, db: Db, dir: string, key: string, tag: string) {
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const child = startChild(
+    script,
+    ['-addr', `127.0.0.1:${port}`, '-db', db.target],
+    { SVC_BOOTSTRAP_KEY: key, SVC_PUBLIC_URL: url },
+    join(dir, `${tag}.log`),
+  );
+  await waitHealthy(child, url);
+  return { child, url };
+}
+
+async function runOne(dbKind: string, hosts: number, run: number): Promise<RunResult> {
+  const dir = mkdtempSync(join(tmpdir(), 'svc-bench-hub-'));
+  const removeDir = onCleanup(() => rmSync(dir, { recursive: true, force: true }));
+  const db = await freshDb(dbKind, dir);
+  const key = `dak_bench${randomBytes(16).toString('hex')}`;
+  const envs = Math.min(ENVS, hosts);
+  log(`${dbKind}, ${hosts} hosts, run ${run}: starting svc-server (logs in ${dir})`);
+  const cp = await startControlPlane('programs/svc-server.ts', db, dir, key, 'svc-server');
+  const baselineRss = rssMiB(cp.child.pid);
+  const a = api(cp.url, key);
+  const team = await teamId(a);
+
+  let t0 = performance.now();
+  const clouds = await createClouds(a, envs);
+  const tokens = await mintTokens(a, hosts, clouds);
+  const mintMs = performance.now() - t0;
+  log(`minted ${hosts} tokens in ${(mintMs / 1000).toFixed(1)} s; starting the sidecars`);
+
+  const sc = startChild('bench/hub/sidecars.ts', [], {}, join(dir, 'sidecars.log'));
+  await nextMessage(sc, (m) => m?.op === 'ready', 30_000);
+  const hostIds = nextMessage<{ ids: string[] }>(sc, (m) => m?.op === 'hosts', SETUP_TIMEOUT_MS);
+  const joined = await askSidecars<ConnectReport>(
+    sc,
+    { op: 'join', url: cp.url, tokens, concurrency: CONNECT_CONCURRENCY },
+    'connected',
+  );
+  await hostIds;
+  log(`joined ${joined.ok}/${hosts} in ${(joined.ms / 1000).toFixed(1)} s; idle ${IDLE_SECONDS} s`);
+  if (joined.ok < hosts) log(`join failures: ${JSON.stringify(joined.errors)}`);
+
+  let stopWatch = watchAll(cp.child, sc, db);
+  await sleep(IDLE_SECONDS * 1000);
+  const idleU = stopWatch();
+
+  t0 = performance.now();
+  const placed: Placed[] = await createEnvs(a, envs);
+  const envsMs = performance.now() - t0;
+  log(`created ${envs} environments in ${(envsMs / 1000).toFixed(1)} s; HTTP exec load`);
+
+  const http = execFire(a, placed, HTTP_SOCKETS);
+  if (WARMUP_SECONDS > 0) await openLoop(RATE, WARMUP_SECONDS, http.fire);
+  stopWatch = watchAll(cp.child, sc, db);
+  const gen0 = cpuMs(process.pid);
+  const g0 = performance.now();
+  const httpFigures = await openLoop(RATE, SECONDS, http.fire);
+  const genPct = ((cpuMs(process.pid) - gen0) * 100) / (performance.now() - g0);
+  const httpResult = loadResult(httpFigures, stopWatch(), genPct);
+  http.close();
+  log(`HTTP exec: p99 ${httpFigures.p99.toFixed(1)} ms; restarting as the dispatcher harness`);
+
+  await cp.child.stop();
+  const hs = await startControlPlane('bench/hub/hub-server.ts', db, dir, key, 'hub-server');
+  const re = await askSidecars<ConnectReport>(
+    sc,
+    { op: 'reconnect', url: hs.url, concurrency: CONNECT_CONCURRENCY },
+    'connected',
+  );
+  log(`reconnected ${re.ok}/${hosts} in ${(re.ms / 1000).toFixed(1)} s; hub dispatch load`);
+  const measuring = nextMessage(hs.child, (m) => m?.op === 'measuring', SETUP_TIMEOUT_MS);
+  const loaded = nextMessage<Extract<FromHubServer, { op: 'loaded' }>>(
+    hs.child,
+    (m) => m?.op === 'loaded',
+    SETUP_TIMEOUT_MS,
+  );
+  hs.child.proc.send({
+    op: 'load',
+    rate: RATE,
+    seconds: SECONDS,
+    warmupSeconds: WARMUP_SECONDS,
+    teamId: team,
+    targets: placed,
+  } satisfies HubLoad);
+  await measuring;
+  stopWatch = watchAll(hs.child, sc, db);
+  const hubFigures = (await loaded).figures;
+  const hubResult = loadResult(hubFigures, stopWatch(), null);
+  const st = await askSidecars<SidecarStats>(sc, { op: 'stats' }, 'stats');
+
+  await hs.child.stop();
+  await sc.stop();
+  await removeDir();
+  return {
+    db: dbKind,
+    hosts,
+    run,
+    rate: RATE,
+    envs,
+    baselineRss,
+    mintMs,
+    join: { ms: joined.ms, p50: joined.p50, p99: joined.p99, failed: joined.failed, errors: joined.errors },
+    idle: { server: idleU.server, sidecarsCpuPct: idleU.sc.cpuPct, pgCpuPct: idleU.pg?.cpuPct ?? null },
+    envsMs,
+    http: httpResult,
+    reconnect: { ms: re.ms, p99: re.p99, failed: re.failed },
+    hub: hubResult,
+    drops: st.drops,
+  };
+}
+
+installExitHandlers();
+raiseFdLimit(Math.max(65_536, 4 * Math.max(...HOSTS)), Math.max(...HOSTS) + HTTP_SOCKETS + 512);
+const results: RunResult[] = [];
+try {
+  for (const dbKind of DBS) {
+    for (const hosts of HOSTS) {
+      for (let run = 1; run <= REPEAT; run++) {
+        const r = await runOne(dbKind, hosts, run);
+        results.push(r);
+        process.stdout.write(`\n${formatRun(r)}\n`);
+      }
+    }
+  }
+  process.stdout.write(`\n${formatGoals(results, RATE)}\n`);
+} finally {
+  await cleanupAll();
+}
