@@ -135,21 +135,33 @@ export function processTree(root: number): number[] {
   return tree;
 }
 
-function treeCpuMs(pids: () => number[]): number {
+function treeSum(pids: () => number[], read: (pid: number) => number): number {
   let sum = 0;
   for (const pid of pids()) {
     try {
-      sum += cpuMs(pid);
+      sum += read(pid);
     } catch {
       // Gone: its time is lost, which only matters for short-lived Postgres backends.
     }
   }
   return sum;
 }
+const treeCpuMs = (pids: () => number[]) => treeSum(pids, cpuMs);
+const treeRunqMs = (pids: () => number[]) => treeSum(pids, runqMs);
+
+/** Time the process's main thread spent runnable but waiting for a CPU, in ms (schedstat field 2). */
+export function runqMs(pid: number): number {
+  return Number(readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[1]) / 1e6;
+}
 
 export interface Usage {
   /** CPU% of one core over the window (200 = both cores of this machine). */
   cpuPct: number;
+  /**
+   * Share of the window the main thread was ready to run but had no CPU: the machine's other
+   * load stealing time from this process (high values make latency figures noise, not verdicts).
+   */
+  runqPct: number;
   rssEnd: number;
   rssMax: number;
 }
@@ -160,6 +172,7 @@ export function watch(pid: number | (() => number[])): { stop(): Usage } {
   const rssNow = () => pids().reduce((s, p) => s + safeRss(p), 0);
   const t0 = performance.now();
   const c0 = treeCpuMs(pids);
+  const q0 = treeRunqMs(pids);
   let rssMax = rssNow();
   const timer = setInterval(() => {
     rssMax = Math.max(rssMax, rssNow());
@@ -168,8 +181,10 @@ export function watch(pid: number | (() => number[])): { stop(): Usage } {
     stop() {
       clearInterval(timer);
       const rssEnd = rssNow();
-      const cpuPct = ((treeCpuMs(pids) - c0) * 100) / (performance.now() - t0);
-      return { cpuPct, rssEnd, rssMax: Math.max(rssMax, rssEnd) };
+      const ms = performance.now() - t0;
+      const cpuPct = ((treeCpuMs(pids) - c0) * 100) / ms;
+      const runqPct = ((treeRunqMs(pids) - q0) * 100) / ms;
+      return { cpuPct, runqPct, rssEnd, rssMax: Math.max(rssMax, rssEnd) };
     },
   };
 }

@@ -11,6 +11,7 @@ export interface LoadResult {
   pgCpuPct: number | null;
   /** The process generating the load, when it is not the control plane. */
   generatorCpuPct: number | null;
+  generatorRunqPct: number | null;
 }
 
 export interface RunResult {
@@ -49,11 +50,13 @@ function loadRow(name: string, l: LoadResult): string[] {
     f0(f.max),
     `${f.errors}`,
     f0(l.server.cpuPct),
+    f0(l.server.runqPct),
     `${f0(l.server.rssEnd)} (max ${f0(l.server.rssMax)})`,
     f0(l.sidecarsCpuPct),
     l.pgCpuPct === null ? '-' : f0(l.pgCpuPct),
     l.generatorCpuPct === null ? 'in server' : f0(l.generatorCpuPct),
     f1(f.lagP99),
+    f0(l.generatorRunqPct ?? l.server.runqPct),
   ];
 }
 
@@ -66,11 +69,13 @@ const HEADER = [
   'max ms',
   'errors',
   'cp CPU%',
+  'cp runq%',
   'cp RSS MiB',
   'sidecars CPU%',
   'pg CPU%',
   'loadgen CPU%',
   'sched lag p99',
+  'loadgen runq%',
 ];
 
 function table(rows: string[][]): string {
@@ -84,7 +89,7 @@ export function formatRun(r: RunResult): string {
     `== ${r.db}, ${r.hosts} hosts, run ${r.run}: ${r.envs} environments on distinct hosts, ${r.rate} commands/s ==`,
     `control plane RSS before any host: ${f0(r.baselineRss)} MiB`,
     `mint ${r.hosts} join tokens: ${sec(r.mintMs)}; join all: ${sec(r.join.ms)} (per host p50 ${f0(r.join.p50)} ms, p99 ${f0(r.join.p99)} ms, failed ${r.join.failed})${errs(r.join.errors)}`,
-    `idle with heartbeats: cp CPU ${f1(idle.server.cpuPct)}%, RSS ${f0(idle.server.rssEnd)} MiB (max ${f0(idle.server.rssMax)}); sidecars CPU ${f1(idle.sidecarsCpuPct)}%${idle.pgCpuPct === null ? '' : `; pg CPU ${f1(idle.pgCpuPct)}%`}`,
+    `idle with heartbeats: cp CPU ${f1(idle.server.cpuPct)}% (runq ${f1(idle.server.runqPct)}%), RSS ${f0(idle.server.rssEnd)} MiB (max ${f0(idle.server.rssMax)}); sidecars CPU ${f1(idle.sidecarsCpuPct)}%${idle.pgCpuPct === null ? '' : `; pg CPU ${f1(idle.pgCpuPct)}%`}`,
     `create ${r.envs} environments: ${sec(r.envsMs)}; after restart, all hosts reconnected in ${sec(r.reconnect.ms)} (p99 ${f0(r.reconnect.p99)} ms, failed ${r.reconnect.failed}); streams dropped by the control plane: ${r.drops}`,
     table([HEADER, loadRow('HTTP exec', r.http), loadRow('hub dispatch', r.hub)]),
   ];

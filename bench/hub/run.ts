@@ -8,18 +8,21 @@
 // The restart also measures how fast all N hosts reconnect with their saved secrets.
 //
 //   node bench/hub/run.ts [--hosts 1000,10000] [--rate 2000] [--seconds 20] [--db sqlite,postgres]
-//                         [--envs 200] [--idle 15] [--warmup 3] [--repeat 1]
+//                         [--envs 200] [--idle 15] [--warmup 3] [--repeat 1] [--profile DIR]
+//
+// --profile writes a V8 CPU profile of each control plane start into DIR (read it with
+// `node bench/hub/profile-top.ts FILE`, or Chrome DevTools).
 //
 // Needs root for the open-file limit (or a hard limit above 2 × hosts) and Postgres server
 // binaries for --db postgres. Everything it starts is stopped and every temp dir removed on exit.
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { createDatabase, startCluster } from '../../test/support/postgres.ts';
 import type { FromHubServer, HubLoad } from './hub-server.ts';
-import { cpuMs, type LoadFigures, openLoop, processTree, rssMiB, type Usage, watch } from './measure.ts';
+import { type LoadFigures, openLoop, processTree, rssMiB, type Usage, watch } from './measure.ts';
 import {
   type Child,
   cleanupAll,
@@ -46,6 +49,7 @@ const { values } = parseArgs({
     idle: { type: 'string', default: '15' },
     warmup: { type: 'string', default: '3' },
     repeat: { type: 'string', default: '1' },
+    profile: { type: 'string' },
   },
 });
 const HOSTS = values.hosts.split(',').map(Number);
@@ -56,6 +60,8 @@ const ENVS = Number(values.envs);
 const IDLE_SECONDS = Number(values.idle);
 const WARMUP_SECONDS = Number(values.warmup);
 const REPEAT = Number(values.repeat);
+/** A directory for V8 CPU profiles of the control plane (one per server start), when given. */
+const PROFILE_DIR = values.profile ? resolve(values.profile) : null;
 for (const [name, v] of Object.entries({ RATE, SECONDS, ENVS, IDLE_SECONDS, WARMUP_SECONDS, REPEAT })) {
   if (!Number.isFinite(v) || v < 0) throw new Error(`--${name.toLowerCase()}: not a number`);
 }
@@ -113,24 +119,30 @@ function watchAll(server: Child, sc: Child, db: Db) {
 function loadResult(
   figures: LoadFigures,
   u: { server: Usage; sc: Usage; pg: Usage | null },
-  gen: number | null,
+  gen: Usage | null,
 ): LoadResult {
   return {
     figures,
     server: u.server,
     sidecarsCpuPct: u.sc.cpuPct,
     pgCpuPct: u.pg?.cpuPct ?? null,
-    generatorCpuPct: gen,
+    generatorCpuPct: gen?.cpuPct ?? null,
+    generatorRunqPct: gen?.runqPct ?? null,
   };
 }
 
 async function startControlPlane(script: string, db: Db, dir: string, key: string, tag: string) {
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
+  const env: Record<string, string> = { SVC_BOOTSTRAP_KEY: key, SVC_PUBLIC_URL: url };
+  if (PROFILE_DIR) {
+    const name = `${db.name}-${tag}-${Date.now()}.cpuprofile`;
+    env.NODE_OPTIONS = `--cpu-prof --cpu-prof-dir=${PROFILE_DIR} --cpu-prof-name=${name}`;
+  }
   const child = startChild(
     script,
     ['-addr', `127.0.0.1:${port}`, '-db', db.target],
-    { SVC_BOOTSTRAP_KEY: key, SVC_PUBLIC_URL: url },
+    env,
     join(dir, `${tag}.log`),
   );
   await waitHealthy(child, url);
@@ -179,11 +191,9 @@ async function runOne(dbKind: string, hosts: number, run: number): Promise<RunRe
   const http = execFire(a, placed, HTTP_SOCKETS);
   if (WARMUP_SECONDS > 0) await openLoop(RATE, WARMUP_SECONDS, http.fire);
   stopWatch = watchAll(cp.child, sc, db);
-  const gen0 = cpuMs(process.pid);
-  const g0 = performance.now();
+  const gen = watch(process.pid);
   const httpFigures = await openLoop(RATE, SECONDS, http.fire);
-  const genPct = ((cpuMs(process.pid) - gen0) * 100) / (performance.now() - g0);
-  const httpResult = loadResult(httpFigures, stopWatch(), genPct);
+  const httpResult = loadResult(httpFigures, stopWatch(), gen.stop());
   http.close();
   log(`HTTP exec: p99 ${httpFigures.p99.toFixed(1)} ms; restarting as the dispatcher harness`);
 
