@@ -96,58 +96,66 @@ interface Row {
   cpNoReflink: number;
 }
 
-/** Runs every measurement for one volume size on one store; leaves the store as it found it. */
-async function measure(store: StorageBackend, mb: number): Promise<Omit<Row, 'backend'>> {
+type Op = 'clone' | 'snapshot' | 'rollback' | 'cp' | 'cpNoReflink';
+const OPS: Op[] = ['clone', 'snapshot', 'rollback', 'cp', 'cpNoReflink'];
+
+/** One env per size with its volume written and snapshotted as `ver_0`, and a target volume for cp. */
+async function volumes(store: StorageBackend, mb: number) {
   const env = `bench-${mb}mb`;
   const volume = (await store.prepare(env, ['data'])).data;
   // cp's target is another volume of the same backend, so it copies within one file system.
   const cpVolume = (await store.prepare(`${env}-cp`, ['data'])).data;
   await writeVolume(volume, mb);
   await store.snapshot(env, 'ver_0', ['data']);
-  // Each operation in its own series, so one series' deletions of 500 MB (freed in the
-  // background by some file systems) do not land in another's timings. Run -1 is a warm-up.
-  const series = async (op: (i: number) => Promise<unknown>, after?: (i: number) => Promise<unknown>) => {
-    const out: number[] = [];
-    for (let i = -1; i < RUNS; i++) {
-      const ms = await timed(() => op(i + 1));
-      if (i >= 0) out.push(ms);
-      await after?.(i + 1);
-    }
-    return median(out);
+  const copy = (i: number, extra: string[]) => run('cp', ['-a', ...extra, volume, join(cpVolume, `c${i}`)]);
+  const ops: Record<Op, [(i: number) => Promise<unknown>, (i: number) => Promise<unknown>]> = {
+    clone: [(i) => store.clone(env, 'ver_0', `${env}-f${i}`, ['data']), (i) => store.destroy(`${env}-f${i}`)],
+    snapshot: [(i) => store.snapshot(env, `ver_${i + 1}`, ['data']), async () => {}],
+    rollback: [() => store.rollback(env, 'ver_0', ['data']), async () => {}],
+    cp: [(i) => copy(i, []), (i) => rm(join(cpVolume, `c${i}`), { recursive: true })],
+    cpNoReflink: [
+      (i) => copy(i, ['--reflink=never']),
+      (i) => rm(join(cpVolume, `c${i}`), { recursive: true }),
+    ],
   };
-  const clone = await series(
-    (i) => store.clone(env, 'ver_0', `${env}-fork${i}`, ['data']),
-    (i) => store.destroy(`${env}-fork${i}`),
-  );
-  const snapshot = await series((i) => store.snapshot(env, `ver_${i + 1}`, ['data']));
-  const rollback = await series(() => store.rollback(env, 'ver_0', ['data']));
-  const copy = (extra: string[]) =>
-    series(
-      (i) => run('cp', ['-a', ...extra, volume, join(cpVolume, `copy${i}`)]),
-      (i) => rm(join(cpVolume, `copy${i}`), { recursive: true, force: true }),
-    );
-  const cp = await copy([]);
-  const cpNoReflink = await copy(['--reflink=never']);
-  await store.destroy(env);
-  await store.destroy(`${env}-cp`);
-  return { mb, clone, snapshot, rollback, cp, cpNoReflink };
+  return { mb, ops, done: () => Promise.all([store.destroy(env), store.destroy(`${env}-cp`)]) };
+}
+
+/**
+ * Each operation is one series in which the sizes alternate run by run, so both sizes meet the
+ * same machine load (other work on a shared host moves single figures by milliseconds). Series
+ * are kept apart so one's background freeing of 500 MB does not land in another. Run -1 warms up.
+ */
+async function measure(store: StorageBackend, backend: string): Promise<Row[]> {
+  const sets = [];
+  for (const mb of SIZES_MB) sets.push(await volumes(store, mb));
+  const rows = sets.map((set) => ({ backend, mb: set.mb }) as Row);
+  for (const op of OPS) {
+    process.stderr.write(`${backend}: ${op} x ${RUNS} runs...\n`);
+    const times = sets.map(() => [] as number[]);
+    for (let i = -1; i < RUNS; i++) {
+      for (const [k, set] of sets.entries()) {
+        const [act, undo] = set.ops[op];
+        const ms = await timed(() => act(i + 1));
+        if (i >= 0) times[k].push(ms);
+        await undo(i + 1);
+      }
+    }
+    for (const [k, row] of rows.entries()) row[op] = median(times[k]);
+  }
+  for (const set of sets) await set.done();
+  return rows;
 }
 
 async function bench(setup: Setup): Promise<Row[]> {
   const scratch = await setup.make();
-  const rows: Row[] = [];
   try {
     const store = await openStorage({ dataDir: scratch.dir, zfsPool: scratch.pool });
     const where = scratch.pool ? `zfs-fuse pool` : await fsType(scratch.dir);
-    const backend = `${store.kind} on ${where}${setup.key === 'dir' ? ` (${tmpdir()})` : ''}`;
-    for (const mb of SIZES_MB) {
-      process.stderr.write(`${backend}: ${mb} MB x ${RUNS} runs...\n`);
-      rows.push({ backend, ...(await measure(store, mb)) });
-    }
+    return await measure(store, `${store.kind} on ${where}${setup.key === 'dir' ? ` (${tmpdir()})` : ''}`);
   } finally {
     await scratch.cleanup();
   }
-  return rows;
 }
 
 const ms = (x: number) => `${x.toFixed(1)} ms`;
