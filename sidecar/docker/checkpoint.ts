@@ -1,0 +1,219 @@
+// Database checkpoints before a snapshot, so the files captured while the stack is paused are
+// consistent on their own: Postgres CHECKPOINT (everything committed is in the data files),
+// Redis BGSAVE (a fresh dump.rdb), MySQL/MariaDB FLUSH TABLES. A database is recognised by the
+// processes its container runs (read from /proc: the sidecar shares the engine's pid namespace),
+// falling back to the image name when /proc says nothing. A failed checkpoint is an error.
+import { readFile } from 'node:fs/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { ServiceRecord } from '../../protocol/spec.ts';
+import type { Engine } from './engine.ts';
+import { CheckpointError, tail } from './errors.ts';
+import { descendants, type ExecResult } from './exec.ts';
+
+export type DatabaseKind = 'postgres' | 'redis' | 'mysql';
+
+export interface Database {
+  service: string;
+  kind: DatabaseKind;
+  /** Container environment (image ENV plus the service's), for user names and passwords. */
+  env: Record<string, string>;
+  /** Redis: the port redis-server listens on, when its process title says. */
+  port?: number;
+}
+
+export interface CheckpointResult {
+  service: string;
+  kind: DatabaseKind;
+  detail: string;
+  took_ms: number;
+}
+
+const PROCESS: [RegExp, DatabaseKind][] = [
+  [/^(postgres|postmaster)$/, 'postgres'],
+  [/^(redis-server|valkey-server|keydb-server)$/, 'redis'],
+  [/^(mysqld|mariadbd)$/, 'mysql'],
+];
+const IMAGE: [RegExp, DatabaseKind][] = [
+  [/(^|\/)(postgres|postgis|timescaledb)[^/]*$/, 'postgres'],
+  [/(^|\/)(redis|valkey|keydb)[^/]*$/, 'redis'],
+  [/(^|\/)(mysql|mariadb|percona)[^/]*$/, 'mysql'],
+];
+
+async function processes(pid: number): Promise<{ comm: string; cmdline: string }[]> {
+  const out: { comm: string; cmdline: string }[] = [];
+  for (const p of [pid, ...(await descendants(pid))]) {
+    try {
+      const comm = (await readFile(`/proc/${p}/comm`, 'utf8')).trim();
+      const cmdline = (await readFile(`/proc/${p}/cmdline`, 'utf8')).replaceAll('\0', ' ').trim();
+      out.push({ comm, cmdline });
+    } catch {
+      // exited while we looked
+    }
+  }
+  return out;
+}
+
+/** The database services among the running containers of the stack. */
+export async function detectDatabases(engine: Engine, services: ServiceRecord[]): Promise<Database[]> {
+  const found: Database[] = [];
+  const running = (await engine.containers()).filter((c) => c.state === 'running');
+  for (const svc of services) {
+    const c = running.find((x) => x.service === svc.name);
+    if (!c) continue;
+    const info = await engine.docker.getContainer(c.id).inspect();
+    const env = Object.fromEntries(
+      (info.Config.Env ?? []).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
+    );
+    const procs = info.State.Pid ? await processes(info.State.Pid) : [];
+    let kind: DatabaseKind | undefined;
+    let port: number | undefined;
+    for (const p of procs) {
+      const hit = PROCESS.find(
+        ([re]) => re.test(p.comm) || re.test(p.cmdline.split(' ')[0].split('/').pop() ?? ''),
+      );
+      if (!hit) continue;
+      kind = hit[1];
+      const m = kind === 'redis' ? /:(\d+)\b/.exec(p.cmdline) : null;
+      if (m) port = Number(m[1]);
+      break;
+    }
+    if (!kind && !procs.length)
+      kind = IMAGE.find(([re]) => re.test(svc.image.split('@')[0].replace(/:[^/:]+$/, '')))?.[1];
+    if (kind) found.push({ service: svc.name, kind, env, port });
+  }
+  return found;
+}
+
+function failure(db: Database, what: string, r: ExecResult): CheckpointError {
+  const said = tail(`${r.stderr}\n${r.stdout}`, 5) || `exit code ${r.exit_code}`;
+  const missing = r.exit_code === 126 || r.exit_code === 127 ? ' (is the client in the image?)' : '';
+  return new CheckpointError(
+    `checkpoint of ${db.kind} service '${db.service}': ${what} failed${missing}: ${said}`,
+  );
+}
+
+async function postgres(engine: Engine, db: Database): Promise<string> {
+  const user = db.env.POSTGRES_USER || 'postgres';
+  const env: Record<string, string> = {};
+  if (db.env.POSTGRES_PASSWORD) env.PGPASSWORD = db.env.POSTGRES_PASSWORD;
+  const dbs = [...new Set(['postgres', db.env.POSTGRES_DB || user])];
+  let last: ExecResult | undefined;
+  // The official images allow the `postgres` OS user in over the socket; others may need the
+  // container's own user or TCP on loopback. The first way that works is used.
+  users: for (const osUser of ['postgres', '']) {
+    for (const host of [[], ['-h', '127.0.0.1']]) {
+      for (const name of dbs) {
+        const cmd = [
+          'psql',
+          '-X',
+          '-v',
+          'ON_ERROR_STOP=1',
+          ...host,
+          '-U',
+          user,
+          '-d',
+          name,
+          '-Atc',
+          'CHECKPOINT',
+        ];
+        const r = await engine.exec(db.service, cmd, { user: osUser, env, timeoutSec: 120 });
+        if (r.exit_code === 0) return `CHECKPOINT as ${user}${host.length ? ' over TCP' : ''}`;
+        // The engine reports an exec user missing from /etc/passwd as output with exit code 126.
+        if (r.exit_code === 126 && /unable to find user/i.test(r.stdout)) continue users;
+        if (r.exit_code === 126 || r.exit_code === 127) throw failure(db, 'psql', r);
+        last = r;
+      }
+    }
+  }
+  throw failure(db, 'CHECKPOINT', last ?? { exit_code: -1, stdout: '', stderr: 'no way to run psql' });
+}
+
+async function redisCli(engine: Engine, db: Database, args: string[]): Promise<string> {
+  const env: Record<string, string> = {};
+  const password = db.env.REDIS_PASSWORD || db.env.REDIS_AUTH;
+  if (password) env.REDISCLI_AUTH = password;
+  const port = db.port ? ['-p', String(db.port)] : [];
+  const r = await engine.exec(db.service, ['redis-cli', ...port, ...args], { env, timeoutSec: 60 });
+  if (r.exit_code !== 0 || /^(ERR|NOAUTH|WRONGPASS)/m.test(r.stdout)) {
+    if (/Background save already in progress/i.test(r.stdout)) return r.stdout;
+    throw failure(db, `redis-cli ${args.join(' ')}`, r);
+  }
+  return r.stdout.trim();
+}
+
+function persistence(info: string, key: string): string {
+  return new RegExp(`^${key}:(.*)$`, 'm').exec(info)?.[1]?.trim() ?? '';
+}
+
+async function redis(engine: Engine, db: Database, timeoutMs: number): Promise<string> {
+  const deadline = Date.now() + timeoutMs;
+  const idle = async () => {
+    while (
+      persistence(await redisCli(engine, db, ['INFO', 'persistence']), 'rdb_bgsave_in_progress') !== '0'
+    ) {
+      if (Date.now() > deadline)
+        throw new CheckpointError(
+          `checkpoint of redis service '${db.service}': BGSAVE still running after ${timeoutMs / 1000}s`,
+        );
+      await sleep(100);
+    }
+  };
+  // A save already running was forked before our caller's last writes: let it end, then save anew.
+  await idle();
+  const before = Number(await redisCli(engine, db, ['LASTSAVE']));
+  // LASTSAVE has one-second resolution: start the save in a later second than the last one.
+  while (Math.floor(Date.now() / 1000) <= before) await sleep(50);
+  const started = await redisCli(engine, db, ['BGSAVE']);
+  if (/already in progress/i.test(started)) {
+    await idle();
+    await redisCli(engine, db, ['BGSAVE']);
+  }
+  for (;;) {
+    const info = await redisCli(engine, db, ['INFO', 'persistence']);
+    const done = persistence(info, 'rdb_bgsave_in_progress') === '0';
+    if (done && Number(await redisCli(engine, db, ['LASTSAVE'])) > before) {
+      const status = persistence(info, 'rdb_last_bgsave_status');
+      if (status !== 'ok')
+        throw new CheckpointError(
+          `checkpoint of redis service '${db.service}': BGSAVE status ${status}; see the service's log`,
+        );
+      return 'BGSAVE';
+    }
+    if (Date.now() > deadline)
+      throw new CheckpointError(
+        `checkpoint of redis service '${db.service}': BGSAVE did not finish in ${timeoutMs / 1000}s`,
+      );
+    await sleep(100);
+  }
+}
+
+async function mysql(engine: Engine, db: Database): Promise<string> {
+  const env: Record<string, string> = {};
+  const password = db.env.MYSQL_ROOT_PASSWORD || db.env.MARIADB_ROOT_PASSWORD;
+  if (password) env.MYSQL_PWD = password;
+  let last: ExecResult | undefined;
+  for (const client of ['mysql', 'mariadb']) {
+    last = await engine.exec(db.service, [client, '-uroot', '-e', 'FLUSH TABLES'], { env, timeoutSec: 120 });
+    if (last.exit_code === 0) return `FLUSH TABLES (${client})`;
+    if (last.exit_code !== 126 && last.exit_code !== 127) break;
+  }
+  throw failure(db, 'FLUSH TABLES', last!);
+}
+
+/** Checkpoints every database service; throws CheckpointError on the first that fails. */
+export async function checkpointDatabases(
+  engine: Engine,
+  services: ServiceRecord[],
+  timeoutMs = 120_000,
+): Promise<CheckpointResult[]> {
+  const out: CheckpointResult[] = [];
+  for (const db of await detectDatabases(engine, services)) {
+    const t0 = Date.now();
+    let detail: string;
+    if (db.kind === 'postgres') detail = await postgres(engine, db);
+    else if (db.kind === 'redis') detail = await redis(engine, db, timeoutMs);
+    else detail = await mysql(engine, db);
+    out.push({ service: db.service, kind: db.kind, detail, took_ms: Date.now() - t0 });
+  }
+  return out;
+}

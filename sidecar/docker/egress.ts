@@ -1,0 +1,209 @@
+// The egress probe. It runs from inside the stack's network without relying on any tool in the
+// user's images: the sidecar (root) enters a container's network namespace with nsenter and runs
+// its own Node binary there, which makes TCP connects with a 4 s timeout to
+//   - the "internet" targets (configurable; tests point them at a local listener), and
+//   - the host itself: a listener the probe opens on 0.0.0.0:<random>, tried via the bridge
+//     gateway IP and the host's primary IP.
+// The child first connects to a listener of its own on loopback: a probe that cannot even do that
+// proves nothing, so it is a ProbeError rather than a "denied".
+import { execFile } from 'node:child_process';
+import { createServer, type Server } from 'node:net';
+import type { Egress } from '../../protocol/spec.ts';
+import type { Engine } from './engine.ts';
+import {
+  DockerError,
+  dockerMessage,
+  EGRESS_LEAK_HOST,
+  EGRESS_LEAK_INTERNET,
+  EgressLeak,
+  ProbeError,
+} from './errors.ts';
+import { primaryIPv4 } from './hostip.ts';
+
+export const DEFAULT_PROBE_TARGETS = ['1.1.1.1:443', '8.8.8.8:53'];
+export const PROBE_TIMEOUT_MS = 4000;
+
+export interface ProbeOptions {
+  /** `host:port` addresses standing for the internet. */
+  internetTargets?: string[];
+  timeoutMs?: number;
+  /** Program and arguments that run PROBE_SOURCE (`node -e`); a packaged sidecar can pass its own verb. */
+  command?: string[];
+}
+
+export interface ProbeReport {
+  egress: Egress;
+  verdict: 'allowed' | 'denied (verified)';
+  /** Targets a TCP connect succeeded to. */
+  reached: string[];
+  /** Targets that refused, timed out or had no route, with the reason. */
+  blocked: string[];
+}
+
+/** What the probe needs of a stack. */
+export interface ProbeSubject {
+  engine: Engine;
+  network: string;
+  egress: Egress;
+  /** Called before a leak is reported, so the leaking stack does not keep running. */
+  stop(): Promise<void>;
+}
+
+// Runs inside the stack's network namespace. argv: [targets JSON, timeout ms]. Plain CommonJS.
+export const PROBE_SOURCE = `
+const net = require('node:net');
+const targets = JSON.parse(process.argv[1]);
+const timeout = Number(process.argv[2]);
+function connect(target) {
+  const i = target.lastIndexOf(':');
+  return new Promise((resolve) => {
+    const s = net.connect({ host: target.slice(0, i).replace(/^\\[|\\]$/g, ''), port: Number(target.slice(i + 1)) });
+    const done = (ok, error) => { clearTimeout(t); s.destroy(); resolve({ target, ok, error }); };
+    const t = setTimeout(() => done(false, 'timeout'), timeout);
+    s.on('connect', () => done(true, ''));
+    s.on('error', (e) => done(false, e.code || e.message));
+  });
+}
+const server = net.createServer((c) => c.destroy());
+server.on('error', (e) => { console.log(JSON.stringify({ selfcheck: 'listen: ' + e.message })); process.exit(0); });
+server.listen(0, '127.0.0.1', async () => {
+  const self = await connect('127.0.0.1:' + server.address().port);
+  const results = await Promise.all(targets.map(connect));
+  server.close();
+  console.log(JSON.stringify({ selfcheck: self.ok ? 'ok' : self.error, results }));
+  process.exit(0);
+});
+`;
+
+interface ChildReport {
+  selfcheck: string;
+  results: { target: string; ok: boolean; error: string }[];
+}
+
+function checkTarget(t: string): string {
+  const m = /^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/.exec(t);
+  if (!m || Number(m[2]) < 1 || Number(m[2]) > 65535)
+    throw new DockerError(`egress probe target '${t}' is not host:port`);
+  return t;
+}
+
+async function hostListener(): Promise<{ server: Server; port: number; hits: string[] }> {
+  const hits: string[] = [];
+  const server = createServer((sock) => {
+    hits.push(sock.remoteAddress ?? '?');
+    sock.destroy();
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '0.0.0.0', resolve);
+  });
+  const addr = server.address();
+  if (!addr || typeof addr === 'string') throw new ProbeError('could not open a host listener');
+  return { server, port: addr.port, hits };
+}
+
+/** The pid of a running (or paused) container of the stack, and the stack network's gateway IP. */
+async function probeSite(subject: ProbeSubject): Promise<{ pid: number; gateway: string }> {
+  const containers = (await subject.engine.containers()).filter(
+    (c) => c.state === 'running' || c.state === 'paused',
+  );
+  if (!containers.length)
+    throw new ProbeError(`no running container in ${subject.engine.project} to probe from`);
+  let info: Awaited<ReturnType<Engine['inspect']>>;
+  try {
+    info = await subject.engine.docker.getContainer(containers[0].id).inspect();
+  } catch (err) {
+    throw new ProbeError(`inspect ${containers[0].service}: ${dockerMessage(err)}`);
+  }
+  const gateway = info.NetworkSettings.Networks[subject.network]?.Gateway;
+  if (!info.State.Pid) throw new ProbeError(`service '${containers[0].service}' has no process`);
+  if (!gateway)
+    throw new ProbeError(`service '${containers[0].service}' is not attached to ${subject.network}`);
+  return { pid: info.State.Pid, gateway };
+}
+
+function runChild(pid: number, targets: string[], opts: Required<ProbeOptions>): Promise<ChildReport> {
+  const argv = [
+    '--net=/proc/' + pid + '/ns/net',
+    '--',
+    ...opts.command,
+    JSON.stringify(targets),
+    String(opts.timeoutMs),
+  ];
+  return new Promise((resolve, reject) => {
+    execFile(
+      'nsenter',
+      argv,
+      { encoding: 'utf8', timeout: opts.timeoutMs + 10_000 },
+      (err, stdout, stderr) => {
+        if (err) {
+          const e = err as NodeJS.ErrnoException;
+          const why =
+            e.code === 'ENOENT' ? 'nsenter is not installed (util-linux)' : stderr.trim() || e.message;
+          return reject(new ProbeError(why));
+        }
+        try {
+          const report = JSON.parse(stdout.trim().split('\n').pop() ?? '') as ChildReport;
+          if (!Array.isArray(report.results)) throw new Error('no results');
+          resolve(report);
+        } catch {
+          reject(new ProbeError(`unreadable probe output: ${stdout.slice(0, 200) || stderr.slice(0, 200)}`));
+        }
+      },
+    );
+  });
+}
+
+/** Probes without judging: what the stack's network reached. */
+export async function probeEgress(
+  subject: ProbeSubject,
+  options: ProbeOptions = {},
+): Promise<ProbeReport & { hostTargets: string[]; hostHits: string[] }> {
+  const opts: Required<ProbeOptions> = {
+    internetTargets: (options.internetTargets ?? DEFAULT_PROBE_TARGETS).map(checkTarget),
+    timeoutMs: options.timeoutMs ?? PROBE_TIMEOUT_MS,
+    command: options.command ?? [process.execPath, '-e', PROBE_SOURCE],
+  };
+  const site = await probeSite(subject);
+  const listener = await hostListener();
+  try {
+    const hostIps = [...new Set([site.gateway, await primaryIPv4()])];
+    const hostTargets = hostIps.map((ip) => `${ip}:${listener.port}`);
+    const report = await runChild(site.pid, [...opts.internetTargets, ...hostTargets], opts);
+    if (report.selfcheck !== 'ok')
+      throw new ProbeError(
+        `the probe could not connect inside the stack's network namespace (${report.selfcheck})`,
+      );
+    return {
+      egress: subject.egress,
+      verdict: subject.egress === 'allow' ? 'allowed' : 'denied (verified)',
+      reached: report.results.filter((r) => r.ok).map((r) => r.target),
+      blocked: report.results.filter((r) => !r.ok).map((r) => `${r.target} (${r.error})`),
+      hostTargets,
+      hostHits: [...listener.hits],
+    };
+  } finally {
+    listener.server.close();
+  }
+}
+
+/**
+ * Probes and judges. Allow: reports `allowed`. Deny: any connect that succeeded (or any connection
+ * the host listener saw) is a leak: the stack is stopped and EgressLeak thrown; else `denied (verified)`.
+ */
+export async function verifyEgress(subject: ProbeSubject, options: ProbeOptions = {}): Promise<ProbeReport> {
+  const { hostTargets, hostHits, ...report } = await probeEgress(subject, options);
+  if (subject.egress === 'allow') return report;
+  const hostReached = report.reached.filter((t) => hostTargets.includes(t));
+  const netReached = report.reached.filter((t) => !hostTargets.includes(t));
+  if (!netReached.length && !hostReached.length && !hostHits.length) return report;
+  let message = EGRESS_LEAK_INTERNET;
+  if (!netReached.length) message = `${EGRESS_LEAK_HOST} (${[...hostReached, ...hostHits].join(', ')})`;
+  const leak = new EgressLeak(message, report.reached);
+  try {
+    await subject.stop();
+  } catch (err) {
+    leak.stopError = (err as Error).message;
+  }
+  throw leak;
+}

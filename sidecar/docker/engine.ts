@@ -1,0 +1,142 @@
+// Engine API access for one compose project: its containers are found by compose's own labels,
+// so nothing here depends on container names (the rendered file sets none) or on the compose tool.
+import Docker from 'dockerode';
+import { getArchiveFrom, putArchiveIn } from './archive.ts';
+import { DockerError, dockerMessage, NoSuchService } from './errors.ts';
+import { type ExecOptions, type ExecResult, execIn } from './exec.ts';
+import { demuxAll } from './mux.ts';
+
+export const PROJECT_LABEL = 'com.docker.compose.project';
+export const SERVICE_LABEL = 'com.docker.compose.service';
+const ONEOFF_LABEL = 'com.docker.compose.oneoff';
+const NUMBER_LABEL = 'com.docker.compose.container-number';
+
+export type { ExecOptions, ExecResult };
+
+export interface ServiceContainer {
+  id: string;
+  service: string;
+  /** Engine state: created, running, paused, restarting, exited, dead. */
+  state: string;
+  image: string;
+  imageId: string;
+}
+
+let shared: Docker | undefined;
+/** One client per process (DOCKER_HOST, else /var/run/docker.sock). */
+export function dockerClient(): Docker {
+  shared ??= new Docker();
+  return shared;
+}
+
+export class Engine {
+  readonly project: string;
+  readonly docker: Docker;
+  constructor(project: string, docker: Docker = dockerClient()) {
+    this.project = project;
+    this.docker = docker;
+  }
+
+  /** Every container of the project (one-off `run` containers excluded), any state, by service name. */
+  async containers(): Promise<ServiceContainer[]> {
+    let list: Docker.ContainerInfo[];
+    try {
+      list = await this.docker.listContainers({
+        all: true,
+        filters: { label: [`${PROJECT_LABEL}=${this.project}`] },
+      });
+    } catch (err) {
+      throw new DockerError(`listing the containers of ${this.project}: ${dockerMessage(err)}`);
+    }
+    return list
+      .filter((c) => c.Labels[ONEOFF_LABEL] !== 'True' && c.Labels[SERVICE_LABEL])
+      .sort((a, b) => Number(a.Labels[NUMBER_LABEL] ?? 0) - Number(b.Labels[NUMBER_LABEL] ?? 0))
+      .map((c) => ({
+        id: c.Id,
+        service: c.Labels[SERVICE_LABEL],
+        state: c.State,
+        image: c.Image,
+        imageId: c.ImageID,
+      }));
+  }
+
+  /** The service's container (the first replica); NoSuchService when the stack has none. */
+  async find(service: string): Promise<ServiceContainer> {
+    const found = (await this.containers()).find((c) => c.service === service);
+    if (!found)
+      throw new NoSuchService(
+        `service '${service}' has no container in ${this.project}; is the environment up?`,
+      );
+    return found;
+  }
+
+  async container(service: string): Promise<Docker.Container> {
+    return this.docker.getContainer((await this.find(service)).id);
+  }
+
+  async exec(service: string, cmd: string[], opts: ExecOptions = {}): Promise<ExecResult> {
+    const c = await this.find(service);
+    if (c.state !== 'running') {
+      const hint = c.state === 'paused' ? ' (it is paused, frozen for a snapshot or a verify)' : '';
+      throw new DockerError(`exec in service '${service}': its container is ${c.state}${hint}`);
+    }
+    return execIn(this.docker.getContainer(c.id), service, cmd, opts);
+  }
+
+  async putArchive(service: string, path: string, tar: Buffer): Promise<void> {
+    await putArchiveIn(await this.container(service), service, path, tar);
+  }
+
+  async getArchive(service: string, path: string, limit?: number): Promise<Buffer> {
+    return getArchiveFrom(await this.container(service), service, path, limit);
+  }
+
+  /** Pauses the running containers of `services` (default all); already paused ones are skipped. Returns who was paused. */
+  async pause(services?: string[]): Promise<string[]> {
+    return this.freeze('pause', 'running', services);
+  }
+
+  /** Unpauses the paused containers of `services` (default all). Returns who was unpaused. */
+  async unpause(services?: string[]): Promise<string[]> {
+    return this.freeze('unpause', 'paused', services);
+  }
+
+  private async freeze(op: 'pause' | 'unpause', from: string, services?: string[]): Promise<string[]> {
+    const all = await this.containers();
+    for (const name of services ?? []) {
+      if (!all.some((c) => c.service === name))
+        throw new NoSuchService(`service '${name}' has no container in ${this.project}`);
+    }
+    const done: string[] = [];
+    for (const c of all) {
+      if ((services && !services.includes(c.service)) || c.state !== from) continue;
+      try {
+        await this.docker.getContainer(c.id)[op]();
+      } catch (err) {
+        throw new DockerError(`${op} service '${c.service}': ${dockerMessage(err)}`);
+      }
+      done.push(c.service);
+    }
+    return done;
+  }
+
+  /** The last `lines` lines of a container's output (stdout and stderr interleaved by stream). */
+  async logTail(id: string, lines = 20): Promise<string> {
+    try {
+      const raw = (await this.docker
+        .getContainer(id)
+        .logs({ stdout: true, stderr: true, tail: lines, follow: false })) as unknown as Buffer;
+      const { stdout, stderr } = demuxAll(raw);
+      return [stdout, stderr]
+        .filter((s) => s.trim())
+        .join('\n')
+        .trimEnd();
+    } catch (err) {
+      return `(logs unavailable: ${dockerMessage(err)})`;
+    }
+  }
+
+  async inspect(service: string): Promise<Docker.ContainerInspectInfo> {
+    return (await this.container(service)).inspect();
+  }
+}

@@ -1,0 +1,168 @@
+// Runs a command in a container through the Engine API (no `docker` CLI, no TTY), with stdout and
+// stderr kept apart and a timeout. The Engine API cannot kill an exec, so on timeout the exec's
+// host pid (from exec inspect) and its descendants are SIGKILLed: the sidecar runs as root on the
+// engine's host. When that is impossible (remote engine) the exec is abandoned and said so.
+import { readdir, readFile } from 'node:fs/promises';
+import type Docker from 'dockerode';
+import { DockerError, dockerMessage, ExecTimeout } from './errors.ts';
+import { Demuxer, TailBuffer } from './mux.ts';
+
+export interface ExecOptions {
+  /** Default 120 s (spec: exec default timeout). */
+  timeoutSec?: number;
+  /** `uid[:gid]` or a user name; default the container's user. */
+  user?: string;
+  env?: Record<string, string>;
+  workingDir?: string;
+  /** Per stream; the tail is kept. Default 4 MiB (a result frame is at most 16 MiB). */
+  maxOutputBytes?: number;
+}
+
+export interface ExecResult {
+  exit_code: number;
+  stdout: string;
+  stderr: string;
+}
+
+export const DEFAULT_MAX_OUTPUT = 4 * 1024 * 1024;
+
+export function checkCommand(cmd: unknown): string[] {
+  if (!Array.isArray(cmd) || cmd.length === 0 || !cmd.every((a) => typeof a === 'string') || cmd[0] === '')
+    throw new DockerError('exec needs a command: a non-empty list of strings, program first');
+  return cmd as string[];
+}
+
+/** Runs `cmd` in `container` (named `service` in messages). */
+export async function execIn(
+  container: Docker.Container,
+  service: string,
+  cmd: string[],
+  opts: ExecOptions = {},
+): Promise<ExecResult> {
+  checkCommand(cmd);
+  const timeoutSec = opts.timeoutSec ?? 120;
+  if (!(timeoutSec > 0))
+    throw new DockerError(`exec timeout must be a positive number of seconds, got ${timeoutSec}`);
+  const max = opts.maxOutputBytes ?? DEFAULT_MAX_OUTPUT;
+  let exec: Docker.Exec;
+  let stream: NodeJS.ReadableStream;
+  try {
+    exec = await container.exec({
+      Cmd: cmd,
+      AttachStdin: false,
+      AttachStdout: true,
+      AttachStderr: true,
+      Tty: false,
+      User: opts.user ?? '',
+      WorkingDir: opts.workingDir,
+      Env: opts.env ? Object.entries(opts.env).map(([k, v]) => `${k}=${v}`) : undefined,
+    });
+    stream = (await exec.start({ hijack: true, stdin: false })) as NodeJS.ReadableStream;
+  } catch (err) {
+    throw new DockerError(`exec in service '${service}': ${dockerMessage(err)}`);
+  }
+  const out = new TailBuffer(max);
+  const errOut = new TailBuffer(max);
+  const demux = new Demuxer((type, payload) => (type === 2 ? errOut : out).push(payload));
+  stream.on('data', (chunk: Buffer) => demux.write(chunk));
+  const ended = new Promise<void>((resolve, reject) => {
+    stream.on('end', resolve);
+    stream.on('close', resolve);
+    stream.on('error', reject);
+  });
+  ended.catch(() => {}); // a late stream error after a timeout must not become an unhandled rejection
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<'timeout'>((resolve) => {
+    timer = setTimeout(() => resolve('timeout'), timeoutSec * 1000);
+  });
+  try {
+    const first = await Promise.race([ended.then(() => 'done' as const), timedOut]);
+    if (first === 'timeout') {
+      const kill = await killExec(exec);
+      // What the command wrote before dying is still in flight; give it a moment.
+      await Promise.race([ended, new Promise((r) => setTimeout(r, 2000))]).catch(() => {});
+      (stream as unknown as { destroy?: () => void }).destroy?.();
+      throw new ExecTimeout(service, timeoutSec, { stdout: out.text(), stderr: errOut.text() }, kill);
+    }
+  } catch (err) {
+    if (err instanceof ExecTimeout) throw err;
+    throw new DockerError(`exec in service '${service}': ${dockerMessage(err)}`);
+  } finally {
+    clearTimeout(timer);
+  }
+  return { exit_code: await exitCode(exec, service), stdout: out.text(), stderr: errOut.text() };
+}
+
+/** The exit code; the engine can report the stream closed a moment before it records the exit. */
+async function exitCode(exec: Docker.Exec, service: string): Promise<number> {
+  for (let i = 0; i < 50; i++) {
+    const info = await exec.inspect();
+    if (!info.Running && info.ExitCode !== null && info.ExitCode !== undefined) return info.ExitCode;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  throw new DockerError(
+    `exec in service '${service}': the engine reported no exit code after the output closed`,
+  );
+}
+
+/** SIGKILLs the exec's process tree; returns the sentence the timeout error ends with. */
+async function killExec(exec: Docker.Exec): Promise<string> {
+  let pid = 0;
+  try {
+    const info = await exec.inspect();
+    if (!info.Running) return 'the command had just exited';
+    pid = info.Pid;
+  } catch (err) {
+    return `the command was abandoned (exec inspect failed: ${dockerMessage(err)})`;
+  }
+  if (!pid) return 'the command was abandoned (the engine reported no pid)';
+  const tree = [pid, ...(await descendants(pid))];
+  const failed: string[] = [];
+  for (const p of tree) {
+    try {
+      process.kill(p, 'SIGKILL');
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ESRCH') failed.push(`${p}: ${(err as Error).message}`);
+    }
+  }
+  return failed.length
+    ? `the command was abandoned (could not kill host pids ${failed.join(', ')})`
+    : 'the command was killed';
+}
+
+/** Every process below `root`, from /proc/<pid>/stat's ppid field. */
+export async function descendants(root: number): Promise<number[]> {
+  const parents = new Map<number, number>();
+  let entries: string[];
+  try {
+    entries = await readdir('/proc');
+  } catch {
+    return [];
+  }
+  await Promise.all(
+    entries
+      .filter((e) => /^\d+$/.test(e))
+      .map(async (e) => {
+        try {
+          const stat = await readFile(`/proc/${e}/stat`, 'utf8');
+          // The command name may contain spaces and parentheses: fields restart after the last ')'.
+          const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+          parents.set(Number(e), Number(fields[1]));
+        } catch {
+          // exited while we looked
+        }
+      }),
+  );
+  const out: number[] = [];
+  const queue = [root];
+  while (queue.length) {
+    const p = queue.shift()!;
+    for (const [child, parent] of parents) {
+      if (parent === p) {
+        out.push(child);
+        queue.push(child);
+      }
+    }
+  }
+  return out;
+}

@@ -1,0 +1,122 @@
+// Health of a stack, read from the Engine API so both compose flavors wait the same way (v1 has no
+// `up --wait`). A service is ready when its container runs and is healthy (or has no healthcheck),
+// when it is paused (frozen on purpose), or when it exited 0 and a dependant waits for exactly
+// that (`service_completed_successfully`). A container that exited otherwise, died or went
+// unhealthy fails the wait at once with its exit code, last health output and last log lines.
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { ServiceRecord } from '../../protocol/spec.ts';
+import type { Engine } from './engine.ts';
+import { dockerMessage, StackUnhealthy, tail } from './errors.ts';
+
+type Verdict = { ready: true } | { ready: false; failed: boolean; why: string; id?: string };
+
+interface Probe {
+  service: string;
+  verdict: Verdict;
+}
+
+function oneShots(services: ServiceRecord[]): Set<string> {
+  const out = new Set<string>();
+  for (const s of services)
+    for (const [dep, d] of Object.entries(s.depends_on))
+      if (d.condition === 'service_completed_successfully') out.add(dep);
+  return out;
+}
+
+async function check(engine: Engine, services: ServiceRecord[]): Promise<Probe[]> {
+  const containers = await engine.containers();
+  const completed = oneShots(services);
+  return Promise.all(
+    services.map(async ({ name }): Promise<Probe> => {
+      const c = containers.find((x) => x.service === name);
+      if (!c) return { service: name, verdict: { ready: false, failed: false, why: 'has no container yet' } };
+      let info: Awaited<ReturnType<Engine['inspect']>>;
+      try {
+        info = await engine.docker.getContainer(c.id).inspect();
+      } catch (err) {
+        return { service: name, verdict: { ready: false, failed: false, why: dockerMessage(err), id: c.id } };
+      }
+      const st = info.State;
+      const health = st.Health;
+      const lastCheck = health?.Log?.length ? tail(health.Log[health.Log.length - 1].Output ?? '', 5) : '';
+      const checkNote = lastCheck ? `; last health check said: ${lastCheck}` : '';
+      const no = (failed: boolean, why: string): Probe => ({
+        service: name,
+        verdict: { ready: false, failed, why: why + checkNote, id: c.id },
+      });
+      if (st.Paused) return { service: name, verdict: { ready: true } };
+      if (st.Status === 'exited' || st.Status === 'dead') {
+        if (st.ExitCode === 0 && completed.has(name)) return { service: name, verdict: { ready: true } };
+        const oom = st.OOMKilled ? ' (killed: out of memory)' : '';
+        return no(true, `exited with code ${st.ExitCode}${oom}${st.Error ? `: ${st.Error}` : ''}`);
+      }
+      if (st.Status !== 'running') return no(false, `is ${st.Status}`);
+      if (!health || health.Status === 'healthy') return { service: name, verdict: { ready: true } };
+      if (health.Status === 'unhealthy')
+        return no(true, `is unhealthy after ${health.FailingStreak} failed checks`);
+      return no(false, `is ${health.Status === 'starting' ? 'starting (health: starting)' : health.Status}`);
+    }),
+  );
+}
+
+async function describe(engine: Engine, probes: Probe[]): Promise<string> {
+  const parts: string[] = [];
+  for (const p of probes) {
+    if (p.verdict.ready) continue;
+    let text = `service '${p.service}' ${p.verdict.why}`;
+    if (p.verdict.id) {
+      const logs = await engine.logTail(p.verdict.id, 20);
+      text += logs ? `\nlast log lines of '${p.service}':\n${logs}` : `\n('${p.service}' printed nothing)`;
+    }
+    parts.push(text);
+  }
+  return parts.join('\n');
+}
+
+function quote(composeStderr: string): string {
+  return composeStderr.trim() ? `\ncompose said: ${tail(composeStderr, 10)}` : '';
+}
+
+/**
+ * Polls until every service is ready. Throws StackUnhealthy as soon as one has failed, or when
+ * `timeoutMs` passes.
+ */
+export async function waitHealthy(
+  engine: Engine,
+  services: ServiceRecord[],
+  timeoutMs: number,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const probes = await check(engine, services);
+    const failed = probes.filter((p) => !p.verdict.ready && p.verdict.failed);
+    if (failed.length)
+      throw new StackUnhealthy(`${engine.project} did not become healthy: ${await describe(engine, failed)}`);
+    if (probes.every((p) => p.verdict.ready)) return;
+    if (Date.now() >= deadline) {
+      const secs = Math.round(timeoutMs / 1000);
+      throw new StackUnhealthy(
+        `${engine.project} not healthy after ${secs}s: ${await describe(engine, probes)}`,
+      );
+    }
+    await sleep(Math.min(500, Math.max(deadline - Date.now(), 10)));
+  }
+}
+
+/**
+ * After a failed `up`: a StackUnhealthy naming the services that failed or are not ready, with
+ * what compose said; null when every service is ready (the failure was elsewhere).
+ */
+export async function diagnose(
+  engine: Engine,
+  services: ServiceRecord[],
+  composeStderr: string,
+): Promise<StackUnhealthy | null> {
+  const probes = await check(engine, services);
+  const failed = probes.filter((p) => !p.verdict.ready && p.verdict.failed);
+  const notReady = failed.length ? failed : probes.filter((p) => !p.verdict.ready);
+  if (!notReady.length || notReady.every((p) => !p.verdict.ready && !p.verdict.id)) return null;
+  return new StackUnhealthy(
+    `${engine.project} did not become healthy: ${await describe(engine, notReady)}${quote(composeStderr)}`,
+  );
+}

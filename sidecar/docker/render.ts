@@ -1,0 +1,155 @@
+// Renders the compose file of one environment from its spec. Pure: names and YAML text only.
+//
+// - Volumes are named volumes of the `local` driver bound to the dataset directory the storage
+//   layer prepared, so an image's content at the mount path is copied up on first use exactly as
+//   with ordinary named volumes, while the data lives where snapshots and forks can reach it.
+// - Every container gets memory, pids and cpu limits (spec zero → sidecar defaults).
+// - The stack has one network, compose's `default` (so it is `<project>_default`), whose Linux
+//   bridge has a name derived from the env id: the host firewall rules of a deny stack match it.
+// - `egress: deny` makes that network internal and publishes nothing; `allow` publishes ports.
+import { createHash } from 'node:crypto';
+import { stringify } from 'yaml';
+import {
+  type Egress,
+  effectiveResources,
+  type HealthCheck,
+  type ServiceRecord,
+} from '../../protocol/spec.ts';
+import { DockerError } from './errors.ts';
+
+export const ENV_LABEL = 'svc.env';
+
+export interface RenderInput {
+  envId: string;
+  services: ServiceRecord[];
+  volumes: string[];
+  egress: Egress;
+  /** volume → host directory of its dataset (the storage layer's `prepare` result). */
+  volumePaths: Record<string, string>;
+  /** Cpu limits above the host's cpu count are refused by Docker; they are lowered to it. */
+  hostCpus?: number;
+}
+
+const PROJECT = /^[a-z0-9][a-z0-9_-]*$/;
+
+/** Compose project name of an env: the env id in lower case (spec: "Sidecar program"). */
+export function projectName(envId: string): string {
+  const project = envId.toLowerCase();
+  if (!PROJECT.test(project) || project.length > 63) {
+    throw new DockerError(
+      `env id '${envId}' cannot name a compose project: use lower-case letters, digits, '_' and '-' (at most 63)`,
+    );
+  }
+  return project;
+}
+
+export function networkName(envId: string): string {
+  return `${projectName(envId)}_default`;
+}
+
+/** Linux bridge of the stack's network: 'svc' + 12 hex chars of sha256(env id), 15 chars (IFNAMSIZ-1). */
+export function bridgeName(envId: string): string {
+  return `svc${createHash('sha256').update(envId).digest('hex').slice(0, 12)}`;
+}
+
+/** Compose interpolates `$` in every value; the spec's values are final, so `$` is escaped. */
+function lit(text: string): string {
+  return text.replaceAll('$', '$$$$');
+}
+
+function litAll(value: string | string[]): string | string[] {
+  return typeof value === 'string' ? lit(value) : value.map(lit);
+}
+
+function healthcheck(h: HealthCheck): Record<string, unknown> {
+  if (h.test[0] === 'NONE') return { disable: true };
+  const out: Record<string, unknown> = { test: h.test.map(lit) };
+  if (h.interval) out.interval = h.interval;
+  if (h.timeout) out.timeout = h.timeout;
+  if (h.retries > 0) out.retries = h.retries;
+  if (h.start_period) out.start_period = h.start_period;
+  return out;
+}
+
+function volumeName(mount: string): string {
+  return mount.split(':')[0];
+}
+
+function service(svc: ServiceRecord, input: RenderInput): Record<string, unknown> {
+  const res = effectiveResources(svc.resources);
+  const cpus = input.hostCpus && input.hostCpus > 0 ? Math.min(res.cpus, input.hostCpus) : res.cpus;
+  const out: Record<string, unknown> = { image: svc.image };
+  if (svc.entrypoint !== null) out.entrypoint = litAll(svc.entrypoint);
+  if (svc.command !== null) out.command = litAll(svc.command);
+  if (svc.user) out.user = lit(svc.user);
+  if (svc.working_dir) out.working_dir = lit(svc.working_dir);
+  const env = Object.entries(svc.env);
+  if (env.length) out.environment = Object.fromEntries(env.map(([k, v]) => [k, lit(v)]));
+  if (svc.health) out.healthcheck = healthcheck(svc.health);
+  const deps = Object.entries(svc.depends_on);
+  if (deps.length)
+    out.depends_on = Object.fromEntries(deps.map(([name, d]) => [name, { condition: d.condition }]));
+  if (svc.volumes.length) out.volumes = svc.volumes.map(lit);
+  // '[published:]target[/proto]' is compose's own short form; without a published part Docker picks a host port.
+  if (input.egress === 'allow' && svc.ports.length) out.ports = [...svc.ports];
+  out.mem_limit = `${res.memory_mb}m`;
+  out.pids_limit = res.pids;
+  out.cpus = cpus;
+  out.labels = { [ENV_LABEL]: input.envId };
+  return out;
+}
+
+function check(input: RenderInput): void {
+  if (input.egress !== 'deny' && input.egress !== 'allow')
+    throw new DockerError(`egress must be 'deny' or 'allow', got '${String(input.egress)}'`);
+  if (input.services.length === 0) throw new DockerError('the spec has no services; nothing to run');
+  for (const vol of input.volumes) {
+    const path = input.volumePaths[vol];
+    if (!path?.startsWith('/'))
+      throw new DockerError(`volume '${vol}' has no dataset directory (absolute host path) to bind`);
+  }
+  for (const svc of input.services) {
+    for (const mount of svc.volumes) {
+      if (!input.volumes.includes(volumeName(mount)))
+        throw new DockerError(
+          `service '${svc.name}' mounts volume '${volumeName(mount)}', which the spec does not declare`,
+        );
+    }
+  }
+}
+
+/** The compose document as a plain object (what `renderCompose` serialises). */
+export function composeDocument(input: RenderInput): Record<string, unknown> {
+  projectName(input.envId);
+  check(input);
+  const labels = { [ENV_LABEL]: input.envId };
+  const doc: Record<string, unknown> = {
+    services: Object.fromEntries(input.services.map((s) => [s.name, service(s, input)])),
+    networks: {
+      default: {
+        driver: 'bridge',
+        internal: input.egress === 'deny',
+        driver_opts: { 'com.docker.network.bridge.name': bridgeName(input.envId) },
+        labels,
+      },
+    },
+  };
+  if (input.volumes.length) {
+    doc.volumes = Object.fromEntries(
+      input.volumes.map((v) => [
+        v,
+        {
+          driver: 'local',
+          driver_opts: { type: 'none', o: 'bind', device: lit(input.volumePaths[v]) },
+          labels,
+        },
+      ]),
+    );
+  }
+  return doc;
+}
+
+/** The compose file text of an env. */
+export function renderCompose(input: RenderInput): string {
+  return `# Rendered by svcd for ${input.envId}; rewritten on every start.\n${stringify(composeDocument(input))}`;
+}

@@ -1,0 +1,236 @@
+// One environment's compose stack: render, up (with health wait), stop/start, down, and what the
+// env.create result reports about it (endpoints, digests). Deny stacks get their host firewall
+// rules before any container exists and lose them only after every container is gone.
+import { mkdir, rename, stat, writeFile } from 'node:fs/promises';
+import { availableParallelism } from 'node:os';
+import { join } from 'node:path';
+import type Docker from 'dockerode';
+import type { Egress, ServiceRecord } from '../../protocol/spec.ts';
+import { type ComposeTool, runCompose } from './compose-tool.ts';
+import { type ProbeOptions, type ProbeReport, verifyEgress } from './egress.ts';
+import { Engine, PROJECT_LABEL } from './engine.ts';
+import { ComposeError, DockerError, dockerMessage } from './errors.ts';
+import { type FirewallOptions, isolateBridge, releaseBridge } from './firewall.ts';
+import { diagnose, waitHealthy } from './health.ts';
+import { primaryIPv4 } from './hostip.ts';
+import { bridgeName, networkName, projectName, renderCompose } from './render.ts';
+
+export interface StackSpec {
+  services: ServiceRecord[];
+  volumes: string[];
+  egress: Egress;
+}
+
+export interface StackOptions {
+  envId: string;
+  /** Where compose.yaml is written: `<data>/envs/<env id>`. */
+  dir: string;
+  spec: StackSpec;
+  tool: ComposeTool;
+  /** volume → dataset directory; needed by `up` (rendering), not by `down`. */
+  volumePaths?: Record<string, string>;
+  docker?: Docker;
+  /** Seconds containers get to stop before SIGKILL. Default 10. */
+  stopTimeoutSec?: number;
+  /** Host part of endpoints; default the host's primary IPv4 address. */
+  endpointHost?: string;
+  firewall?: FirewallOptions;
+}
+
+export class Stack {
+  readonly envId: string;
+  readonly project: string;
+  readonly network: string;
+  readonly bridge: string;
+  readonly composeFile: string;
+  readonly engine: Engine;
+  readonly spec: StackSpec;
+  readonly tool: ComposeTool;
+  private readonly opts: StackOptions;
+
+  constructor(opts: StackOptions) {
+    this.opts = opts;
+    this.envId = opts.envId;
+    this.project = projectName(opts.envId);
+    this.network = networkName(opts.envId);
+    this.bridge = bridgeName(opts.envId);
+    this.composeFile = join(opts.dir, 'compose.yaml');
+    this.engine = new Engine(this.project, opts.docker);
+    this.spec = opts.spec;
+    this.tool = opts.tool;
+  }
+
+  private get stopTimeout(): string {
+    return String(this.opts.stopTimeoutSec ?? 10);
+  }
+
+  private compose(args: string[], timeoutMs?: number) {
+    return runCompose(this.tool, { project: this.project, file: this.composeFile }, args, timeoutMs);
+  }
+
+  /** Renders the compose file and writes it atomically; returns its text. */
+  async write(): Promise<string> {
+    const text = renderCompose({
+      envId: this.envId,
+      ...this.spec,
+      volumePaths: this.opts.volumePaths ?? {},
+      hostCpus: availableParallelism(),
+    });
+    await mkdir(this.opts.dir, { recursive: true });
+    const tmp = `${this.composeFile}.tmp`;
+    await writeFile(tmp, text);
+    await rename(tmp, this.composeFile);
+    return text;
+  }
+
+  /**
+   * Renders, then starts the stack and waits until every service is healthy (or running when it
+   * has no healthcheck). Returns the milliseconds from the start of `up` to healthy.
+   */
+  async up(timeoutSec = 600): Promise<{ started_in: number }> {
+    await this.write();
+    if (this.spec.egress === 'deny') await isolateBridge(this.bridge, this.envId, this.opts.firewall);
+    const started = Date.now();
+    const args =
+      this.tool.flavor === 'v2'
+        ? [
+            'up',
+            '-d',
+            '--wait',
+            '--wait-timeout',
+            String(timeoutSec),
+            '--force-recreate',
+            '--quiet-pull',
+            '--remove-orphans',
+          ]
+        : ['up', '-d', '--force-recreate', '--remove-orphans'];
+    try {
+      await this.compose(args, (timeoutSec + 60) * 1000);
+    } catch (err) {
+      if (!(err instanceof ComposeError)) throw err;
+      // Compose names the failing container; the engine can say why (exit code, health output, logs).
+      throw (await diagnose(this.engine, this.spec.services, err.stderr)) ?? err;
+    }
+    const left = timeoutSec * 1000 - (Date.now() - started);
+    await this.waitHealthy(Math.max(left, 1000));
+    return { started_in: Date.now() - started };
+  }
+
+  /** Waits until every service is healthy; StackUnhealthy with the failing service's logs otherwise. */
+  async waitHealthy(timeoutMs: number): Promise<void> {
+    await waitHealthy(this.engine, this.spec.services, timeoutMs);
+  }
+
+  async stop(): Promise<void> {
+    await this.compose(['stop', '-t', this.stopTimeout]);
+  }
+
+  /** Starts stopped containers again (firewall rules first) and waits for health. */
+  async start(timeoutSec = 600): Promise<void> {
+    if (this.spec.egress === 'deny') await isolateBridge(this.bridge, this.envId, this.opts.firewall);
+    await this.compose(['start'], (timeoutSec + 60) * 1000);
+    await this.waitHealthy(timeoutSec * 1000);
+  }
+
+  /**
+   * Removes the containers, the network and the volumes' Docker objects (the data stays in the
+   * dataset directories), then the firewall rules. Works without a compose file (after a crash).
+   */
+  async down(): Promise<void> {
+    if (await exists(this.composeFile)) {
+      await this.compose(['down', '-v', '--remove-orphans', '-t', this.stopTimeout]);
+    }
+    await this.sweep();
+    await releaseBridge(this.bridge, this.envId, this.opts.firewall);
+  }
+
+  /** Removes whatever of the project is left by label: what `down` does when it has no file. */
+  private async sweep(): Promise<void> {
+    const docker = this.engine.docker;
+    const label = { label: [`${PROJECT_LABEL}=${this.project}`] };
+    try {
+      for (const c of await docker.listContainers({ all: true, filters: label }))
+        await docker.getContainer(c.Id).remove({ force: true, v: true });
+      for (const n of await docker.listNetworks({ filters: label })) await docker.getNetwork(n.Id).remove();
+      const { Volumes } = await docker.listVolumes({
+        filters: { label: [`com.docker.compose.project=${this.project}`] },
+      });
+      for (const v of Volumes ?? []) await docker.getVolume(v.Name).remove();
+    } catch (err) {
+      throw new DockerError(`removing what is left of ${this.project}: ${dockerMessage(err)}`);
+    }
+  }
+
+  /** Runs the egress probe; a deny leak stops the stack and throws EgressLeak. */
+  async verifyEgress(opts: ProbeOptions = {}): Promise<ProbeReport> {
+    return verifyEgress(
+      { engine: this.engine, network: this.network, egress: this.spec.egress, stop: () => this.stop() },
+      opts,
+    );
+  }
+
+  /** service → `host:port` of its first published port; empty for deny stacks. */
+  async endpoints(): Promise<Record<string, string>> {
+    if (this.spec.egress === 'deny') return {};
+    const host = this.opts.endpointHost ?? (await primaryIPv4());
+    const out: Record<string, string> = {};
+    for (const svc of this.spec.services) {
+      if (!svc.ports.length) continue;
+      const ports = (await this.engine.inspect(svc.name)).NetworkSettings.Ports ?? {};
+      for (const port of svc.ports) {
+        const [, target, proto] = /^(?:[\d-]+:)?(\d+)(?:-\d+)?(?:\/(\w+))?$/.exec(port) ?? [];
+        const bindings = (ports[`${target}/${proto ?? 'tcp'}`] ?? []) as {
+          HostIp: string;
+          HostPort: string;
+        }[];
+        const binding = bindings.find((b) => !b.HostIp.includes(':')) ?? bindings[0];
+        if (binding?.HostPort) {
+          out[svc.name] = `${host}:${binding.HostPort}`;
+          break;
+        }
+      }
+    }
+    return out;
+  }
+
+  /** service → `repo@sha256:…` (the repo digest of its image), or the image id for unpushed images. */
+  async digests(): Promise<Record<string, string>> {
+    const out: Record<string, string> = {};
+    const containers = await this.engine.containers();
+    for (const svc of this.spec.services) {
+      const c = containers.find((x) => x.service === svc.name);
+      if (!c) continue;
+      let info: Docker.ImageInspectInfo;
+      try {
+        info = await this.engine.docker.getImage(c.imageId).inspect();
+      } catch (err) {
+        throw new DockerError(`image of service '${svc.name}': ${dockerMessage(err)}`);
+      }
+      out[svc.name] = pickDigest(svc.image, info.RepoDigests ?? []) ?? info.Id;
+    }
+    return out;
+  }
+}
+
+/** The repo digest matching the image reference's repository, else the first one. */
+export function pickDigest(image: string, repoDigests: string[]): string | undefined {
+  const repo = normaliseRepo(image.split('@')[0].replace(/:[^/:]+$/, ''));
+  return repoDigests.find((d) => normaliseRepo(d.split('@')[0]) === repo) ?? repoDigests[0];
+}
+
+function normaliseRepo(repo: string): string {
+  let r = repo;
+  const first = r.split('/')[0];
+  if (!r.includes('/') || !(first.includes('.') || first.includes(':') || first === 'localhost'))
+    r = `docker.io/${r.includes('/') ? r : `library/${r}`}`;
+  return r;
+}
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await stat(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
