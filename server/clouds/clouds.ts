@@ -1,6 +1,6 @@
 // Connecting a cloud (POST /v1/clouds) and listing them. Names are unique within a team because
 // targets are addressed by cloud name (`POST /v1/targets/{name}/sandboxes`).
-import type { Db } from '../db/types.ts';
+import { type Db, isUniqueViolation } from '../db/types.ts';
 import { BadRequest, Conflict } from '../errors.ts';
 import { type Provider, validateConfig } from './providers.ts';
 import { type Cloud, findCloudByName, insertCloud, listClouds, masked } from './store.ts';
@@ -20,12 +20,16 @@ export async function connectCloud(db: Db, teamId: string, req: NewCloud): Promi
   if (!CLOUD_NAME_RE.test(name)) {
     throw new BadRequest(`cloud name '${name}' must be 1-63 characters of letters, digits, '.', '_' and '-'`);
   }
-  const cloud = await db.transaction(async (tx) => {
-    if (await findCloudByName(tx, teamId, name)) {
-      throw new Conflict(`a cloud named '${name}' already exists: pass another name`);
-    }
-    return insertCloud(tx, { teamId, provider: req.provider, name, config });
-  });
+  const duplicate = () => new Conflict(`a cloud named '${name}' already exists: pass another name`);
+  const cloud = await db
+    .transaction(async (tx) => {
+      if (await findCloudByName(tx, teamId, name)) throw duplicate();
+      return insertCloud(tx, { teamId, provider: req.provider, name, config });
+    })
+    .catch((err) => {
+      // Two concurrent creates: the unique index refuses the second.
+      throw isUniqueViolation(err) ? duplicate() : err;
+    });
   return masked(cloud);
 }
 

@@ -61,4 +61,12 @@ const v1: Migration = {
   ],
 };
 
-export const MIGRATIONS: readonly Migration[] = [v1];
+// Targets are addressed by cloud name, so a name is unique in its team (checked in code too;
+// the index closes the race between two concurrent creates).
+const v2: Migration = {
+  version: 2,
+  name: 'unique cloud names per team',
+  up: () => ['CREATE UNIQUE INDEX clouds_team_name ON clouds (team_id, name)'],
+};
+
+export const MIGRATIONS: readonly Migration[] = [v1, v2];

@@ -75,6 +75,15 @@ export async function createHttpApp(opts: HttpOptions): Promise<App> {
     },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
+  // A JSON content type with an empty body (what many clients send on a bodiless POST) means
+  // "no body": optional-body routes accept it, required-body routes still answer 400.
+  app.removeContentTypeParser('application/json');
+  const json = app.getDefaultJsonParser('error', 'error');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
+    if ((body as string).trim() === '') return done(null, undefined);
+    json(req, body as string, done);
+  });
+
   app.setErrorHandler((err: FastifyError, req, reply) => {
     const { status, message } = statusOf(err);
     if (status >= 500) req.log.error({ err }, 'request failed');

@@ -74,7 +74,7 @@ forEachDialect('failures: disconnects, timeouts, duplicates, ordering', (dialect
     await new Promise((res) => setTimeout(res, 100));
     const row = await w.t.server.ctx.db.get<{ status: string; result: string | null }>(
       'SELECT status, result FROM commands WHERE id = ?',
-      [cmd.command_id],
+      [cmd.command_id as string],
     );
     assert.deepEqual({ ...row }, { status: 'failed', result: null });
     w.sc.answer = true;
@@ -87,7 +87,7 @@ forEachDialect('failures: disconnects, timeouts, duplicates, ordering', (dialect
     await new Promise((res) => setTimeout(res, 100));
     const row2 = await w.t.server.ctx.db.get<{ status: string; error: string }>(
       'SELECT status, error FROM commands WHERE id = ?',
-      [snapCmd.command_id],
+      [snapCmd.command_id as string],
     );
     assert.deepEqual({ ...row2 }, { status: 'succeeded', error: '' });
   });
@@ -101,7 +101,7 @@ forEachDialect('failures: disconnects, timeouts, duplicates, ordering', (dialect
     const cmd = await w.sc.nextCommand('env.exec');
     intruder.send(
       frame('result', {
-        command_id: cmd.command_id,
+        command_id: cmd.command_id as string,
         ok: true,
         payload: { exit_code: 0, stdout: 'forged', stderr: '' },
       }),
@@ -109,7 +109,7 @@ forEachDialect('failures: disconnects, timeouts, duplicates, ordering', (dialect
     await new Promise((res) => setTimeout(res, 100));
     w.sc.send(
       frame('result', {
-        command_id: cmd.command_id,
+        command_id: cmd.command_id as string,
         ok: true,
         payload: { exit_code: 0, stdout: 'real', stderr: '' },
       }),
