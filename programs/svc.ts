@@ -1,3 +1,5 @@
 #!/usr/bin/env node
-process.stderr.write('svc: not yet implemented\n');
-process.exit(1);
+// svc, the command-line client (spec "Command-line client"); everything lives in cli/.
+import { main } from '../cli/main.ts';
+
+process.exitCode = await main(process.argv.slice(2));

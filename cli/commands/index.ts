@@ -1,0 +1,50 @@
+// Every command, in the order help and completion list them (the spec's table order).
+import type { Command } from '../command.ts';
+import { login, whoami } from './account.ts';
+import {
+  deploymentGet,
+  deploymentWatch,
+  envDeployments,
+  envDestroy,
+  envGet,
+  envVersions,
+  events,
+} from './envs.ts';
+import { exec, filesGet, filesPut } from './files.ts';
+import { cloudConnect, cloudList, hostJoinToken, hostList } from './infra.ts';
+import { deploy, fork, rollback, snapshot, verify } from './lifecycle.ts';
+import { completion, help, unavailable } from './meta.ts';
+import { projectCreate, projectEnvs, projectList } from './projects.ts';
+import { init, templates } from './templates.ts';
+
+export const COMMANDS: readonly Command[] = [
+  login,
+  whoami,
+  templates,
+  init,
+  projectCreate,
+  projectList,
+  projectEnvs,
+  cloudConnect,
+  cloudList,
+  hostList,
+  hostJoinToken,
+  deploy,
+  envGet,
+  envVersions,
+  envDeployments,
+  envDestroy,
+  fork,
+  snapshot,
+  rollback,
+  verify,
+  filesPut,
+  filesGet,
+  exec,
+  deploymentGet,
+  deploymentWatch,
+  events,
+  help,
+  completion,
+  ...unavailable,
+];

@@ -1,0 +1,138 @@
+// The verbs that start a deployment: deploy, fork, snapshot, rollback, verify. Each posts, then by
+// default watches the deployment to its end (wait.ts); `--wait=false` prints the 202 answer.
+import { readFileSync } from 'node:fs';
+import {
+  CliError,
+  type Command,
+  type FlagSpec,
+  givenFlags,
+  type RunContext,
+  UsageError,
+} from '../command.ts';
+import { seg } from '../http.ts';
+import { watchDeployment } from '../wait.ts';
+
+export const WAIT: FlagSpec = {
+  name: 'wait',
+  type: 'boolean',
+  default: true,
+  help: 'Watch the deployment to its end (default); --wait=false prints the 202 answer and returns',
+};
+
+async function start(ctx: RunContext, path: string, json?: unknown): Promise<number> {
+  const client = ctx.client();
+  const r = await client.json<{ deployment: { ID: string } }>(
+    'POST',
+    path,
+    json === undefined ? {} : { json },
+  );
+  if (ctx.flags.wait === false) {
+    ctx.io.json(r);
+    return 0;
+  }
+  return watchDeployment(client, ctx.io, r.deployment.ID);
+}
+
+function readCompose(file: string): string {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    const why = code === 'ENOENT' ? 'no such file (svc init writes one)' : (code ?? (err as Error).message);
+    throw new CliError(`cannot read compose file ${file}: ${why}`);
+  }
+}
+
+export const deploy: Command = {
+  words: ['deploy'],
+  summary: 'Deploy a compose file to a project environment (POST /v1/projects/{project}/deploy)',
+  details: 'The warm command runs in the first service after health; it is split on whitespace.',
+  flags: [
+    { name: 'project', type: 'string', value: 'P', required: true, help: 'Project name or id (required)' },
+    { name: 'env', type: 'string', value: 'alpha', default: 'alpha', help: 'Environment name' },
+    {
+      name: 'file',
+      short: 'f',
+      type: 'string',
+      value: 'compose.yaml',
+      default: 'compose.yaml',
+      help: 'Compose file',
+    },
+    {
+      name: 'warm',
+      type: 'string',
+      value: "'cmd args'",
+      help: 'Command run after health, split on whitespace',
+    },
+    WAIT,
+  ],
+  positionals: [],
+  async run(ctx) {
+    const warm =
+      ctx.flags.warm === undefined ? undefined : String(ctx.flags.warm).split(/\s+/).filter(Boolean);
+    if (warm?.length === 0) throw new UsageError('--warm needs a command', deploy);
+    const body: Record<string, unknown> = {
+      env: ctx.flags.env,
+      compose: readCompose(ctx.flags.file as string),
+    };
+    if (warm) body.warm = warm;
+    return start(ctx, `/v1/projects/${seg(ctx.flags.project as string)}/deploy`, body);
+  },
+};
+
+export const fork: Command = {
+  words: ['fork'],
+  summary: 'Fork an environment from a healthy version into a new environment (POST /v1/envs/{env}/fork)',
+  details:
+    'Without --name the server names the fork <env name>-fork-<n>; without --version it forks the\n' +
+    "environment's current version.",
+  flags: [
+    {
+      name: 'name',
+      type: 'string',
+      value: 'N',
+      help: 'Name of the new environment (default <env name>-fork-<n>)',
+    },
+    { name: 'version', type: 'string', value: 'V', help: 'Version id to fork (default: current)' },
+    WAIT,
+  ],
+  positionals: [{ name: 'env' }],
+  async run(ctx) {
+    const body = givenFlags(ctx.flags, { name: 'name', version: 'version' });
+    return start(ctx, `/v1/envs/${seg(ctx.args[0])}/fork`, body);
+  },
+};
+
+export const snapshot: Command = {
+  words: ['snapshot'],
+  summary: 'Capture live state as a new version (POST /v1/envs/{env}/snapshot)',
+  flags: [WAIT],
+  positionals: [{ name: 'env' }],
+  async run(ctx) {
+    return start(ctx, `/v1/envs/${seg(ctx.args[0])}/snapshot`);
+  },
+};
+
+export const rollback: Command = {
+  words: ['rollback'],
+  summary: 'Restore a healthy snapshot of the environment (POST /v1/envs/{env}/rollback)',
+  flags: [WAIT],
+  positionals: [{ name: 'env' }, { name: 'version' }],
+  async run(ctx) {
+    return start(ctx, `/v1/envs/${seg(ctx.args[0])}/rollback`, { version: ctx.args[1] });
+  },
+};
+
+export const verify: Command = {
+  words: ['verify'],
+  summary: "Grade the agent's work on a frozen copy; prints the reward (POST /v1/envs/{env}/verify)",
+  flags: [{ name: 'resume', type: 'boolean', help: 'Unpause the agent service afterwards' }, WAIT],
+  positionals: [{ name: 'env' }],
+  async run(ctx) {
+    return start(
+      ctx,
+      `/v1/envs/${seg(ctx.args[0])}/verify`,
+      ctx.flags.resume === true ? { resume: true } : {},
+    );
+  },
+};

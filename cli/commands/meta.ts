@@ -1,0 +1,48 @@
+// `help`, `completion` and the verbs the spec declares unavailable.
+import { CliError, type Command, UsageError } from '../command.ts';
+import { completionScript } from '../completion.ts';
+import { helpFor } from '../help.ts';
+
+export const help: Command = {
+  words: ['help'],
+  local: true,
+  summary: 'Describe every command, or one command and its flags',
+  flags: [],
+  positionals: [{ name: 'command', optional: true, variadic: true }],
+  async run(ctx) {
+    ctx.io.out(helpFor(ctx.commands, ctx.args));
+    return 0;
+  },
+};
+
+export const completion: Command = {
+  words: ['completion'],
+  local: true,
+  summary: 'Print a shell completion script: svc completion bash|zsh',
+  details: 'bash: source <(svc completion bash)\nzsh:  source <(svc completion zsh)',
+  flags: [],
+  positionals: [{ name: 'shell' }],
+  async run(ctx) {
+    const shell = ctx.args[0];
+    if (shell !== 'bash' && shell !== 'zsh')
+      throw new UsageError(`unknown shell '${shell}': bash or zsh`, completion);
+    ctx.io.out(completionScript(shell, ctx.commands));
+    return 0;
+  },
+};
+
+export const UNAVAILABLE = ['promote', 'prove', 'sheet', 'export', 'import'];
+
+export const unavailable: Command[] = UNAVAILABLE.map((verb) => ({
+  words: [verb],
+  summary: 'Not available',
+  // Refused whatever follows it: the verb itself is the error, not its arguments.
+  lenient: true,
+  unavailable: true,
+  local: true,
+  flags: [],
+  positionals: [],
+  async run() {
+    throw new CliError(`${verb} is not available`);
+  },
+}));

@@ -1,0 +1,69 @@
+// `templates` (GET /v1/templates) and `init` (writes a template's compose text to a new file).
+import { existsSync, writeFileSync } from 'node:fs';
+import { CliError, type Command } from '../command.ts';
+
+interface Template {
+  name: string;
+  kind: string;
+  compose: string;
+  warm?: string[];
+}
+
+/** Single-quotes a word for a POSIX shell. */
+export const quote = (s: string): string => `'${s.replace(/'/g, `'\\''`)}'`;
+const maybeQuote = (s: string): string => (/^[A-Za-z0-9_./:=@%+-]+$/.test(s) ? s : quote(s));
+
+export const templates: Command = {
+  words: ['templates'],
+  summary: 'List the starter compose files (GET /v1/templates)',
+  flags: [
+    { name: 'kind', type: 'string', value: 'K', help: 'Only templates of this kind (rl-environment, agent)' },
+  ],
+  positionals: [],
+  async run(ctx) {
+    const kind = ctx.flags.kind as string | undefined;
+    ctx.io.json(await ctx.client().json('GET', '/v1/templates', { query: kind ? { kind } : {} }));
+    return 0;
+  },
+};
+
+const exists = (out: string) =>
+  new CliError(`${out} already exists: not overwriting it (choose another file with --out)`);
+
+export const init: Command = {
+  words: ['init'],
+  summary: 'Write the compose file of the first template whose name or kind matches',
+  details:
+    'Refuses to overwrite an existing file. When the template has a warm command, prints the\n' +
+    'deploy invocation that runs it.',
+  flags: [
+    { name: 'out', type: 'string', value: 'compose.yaml', default: 'compose.yaml', help: 'File to write' },
+  ],
+  positionals: [{ name: 'kind or template' }],
+  async run(ctx) {
+    const [want] = ctx.args;
+    const out = ctx.flags.out as string;
+    if (existsSync(out)) throw exists(out);
+    const r = await ctx.client().json<{ templates: Template[] }>('GET', '/v1/templates');
+    const t = r.templates.find((x) => x.name === want || x.kind === want);
+    if (!t) {
+      const known = r.templates.map((x) => `${x.name} (${x.kind})`).join(', ');
+      throw new CliError(`no template named or of kind '${want}'; templates: ${known}`);
+    }
+    try {
+      writeFileSync(out, t.compose, { flag: 'wx', mode: 0o644 });
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'EEXIST') throw exists(out);
+      throw new CliError(
+        `cannot write ${out}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
+      );
+    }
+    ctx.io.out(`wrote ${out} from template ${t.name} (${t.kind})\n`);
+    if (t.warm?.length) {
+      ctx.io.out(
+        `deploy it with: svc deploy --project <project> -f ${maybeQuote(out)} --warm ${quote(t.warm.join(' '))}\n`,
+      );
+    }
+    return 0;
+  },
+};

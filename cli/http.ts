@@ -1,0 +1,118 @@
+// The API client: one request per call, bounded by the spec's 5-minute CLI timeout. Every failure
+// becomes one line: `cannot reach <server>: <reason>` for the network, `<error>` from the server's
+// `{error}` body (with the status where the message alone does not say enough).
+import { CliError } from './command.ts';
+
+export const REQUEST_TIMEOUT_MS = 5 * 60 * 1000;
+
+export interface RequestOptions {
+  /** JSON body. */
+  json?: unknown;
+  /** Raw body with its content type. */
+  raw?: { data: Uint8Array; type: string };
+  query?: Record<string, string>;
+  /** Send the credential (default true). */
+  auth?: boolean;
+}
+
+export interface Response {
+  status: number;
+  type: string;
+  bytes: Buffer;
+}
+
+/** A non-2xx answer; the message is what the user sees after `svc: `. */
+export class HttpError extends CliError {
+  readonly status: number;
+  readonly body: unknown;
+  constructor(status: number, message: string, body: unknown) {
+    super(message);
+    this.status = status;
+    this.body = body;
+  }
+}
+
+// Statuses whose server message is generic or names no cause: the number helps.
+const SHOW_STATUS = new Set([401, 403, 500, 502, 503, 504]);
+
+function reasonOf(err: unknown): string {
+  const e = err as Error & { cause?: Error & { code?: string } };
+  if (e?.name === 'TimeoutError') return `no answer within ${REQUEST_TIMEOUT_MS / 60_000} minutes`;
+  const cause = e?.cause;
+  if (cause?.message) return cause.message;
+  if (cause?.code) return cause.code;
+  return e?.message ?? String(err);
+}
+
+export function errorMessage(status: number, statusText: string, type: string, bytes: Buffer): HttpError {
+  let body: unknown;
+  let message: string | undefined;
+  if (type.includes('json')) {
+    try {
+      body = JSON.parse(bytes.toString('utf8'));
+      const e = (body as { error?: unknown })?.error;
+      if (typeof e === 'string' && e) message = e;
+    } catch {
+      // falls through to the raw text
+    }
+  }
+  if (message === undefined) {
+    const text = bytes.toString('utf8').replace(/\s+/g, ' ').trim().slice(0, 200);
+    message = `HTTP ${status} ${statusText}${text ? `: ${text}` : ''}`;
+  } else if (status === 401) {
+    message = `${message} (HTTP 401): the API key was refused; run svc login or check SVC_API_KEY`;
+  } else if (SHOW_STATUS.has(status)) {
+    message = `${message} (HTTP ${status})`;
+  }
+  return new HttpError(status, message, body);
+}
+
+export class Client {
+  readonly server: string;
+  readonly #key: string | undefined;
+
+  constructor(server: string, key: string | undefined) {
+    this.server = server;
+    this.#key = key;
+  }
+
+  /** Sends a request; a non-2xx answer throws HttpError, a network failure CliError. */
+  async request(method: string, path: string, opts: RequestOptions = {}): Promise<Response> {
+    const url = new URL(this.server + path);
+    for (const [k, v] of Object.entries(opts.query ?? {})) url.searchParams.set(k, v);
+    const headers: Record<string, string> = { accept: 'application/json' };
+    if (opts.auth !== false && this.#key) headers.authorization = `Bearer ${this.#key}`;
+    let body: Uint8Array | string | undefined;
+    if (opts.json !== undefined) {
+      body = JSON.stringify(opts.json);
+      headers['content-type'] = 'application/json';
+    } else if (opts.raw) {
+      body = opts.raw.data;
+      headers['content-type'] = opts.raw.type;
+    }
+    let res: globalThis.Response;
+    let bytes: Buffer;
+    try {
+      res = await fetch(url, { method, headers, body, signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) });
+      bytes = Buffer.from(await res.arrayBuffer());
+    } catch (err) {
+      throw new CliError(`cannot reach ${this.server}: ${reasonOf(err)}`);
+    }
+    const type = res.headers.get('content-type') ?? '';
+    if (res.status < 200 || res.status > 299) throw errorMessage(res.status, res.statusText, type, bytes);
+    return { status: res.status, type, bytes };
+  }
+
+  /** A request whose answer is JSON. */
+  async json<T = unknown>(method: string, path: string, opts: RequestOptions = {}): Promise<T> {
+    const r = await this.request(method, path, opts);
+    try {
+      return JSON.parse(r.bytes.toString('utf8')) as T;
+    } catch {
+      throw new CliError(`${this.server} answered ${method} ${path} with something that is not JSON`);
+    }
+  }
+}
+
+/** Encodes one path segment (ids and names come from the user). */
+export const seg = (s: string): string => encodeURIComponent(s);
