@@ -135,19 +135,42 @@ export function processTree(root: number): number[] {
   return tree;
 }
 
-function treeSum(pids: () => number[], read: (pid: number) => number): number {
-  let sum = 0;
-  for (const pid of pids()) {
-    try {
-      sum += read(pid);
-    } catch {
-      // Gone: its time is lost, which only matters for short-lived Postgres backends.
+/**
+ * Growth of a per-process counter summed over a changing set of processes: each process counts
+ * from its first reading in the window (0 when it started inside it) to its last, so a Postgres
+ * backend that exits mid-window keeps the time it used until the last sample.
+ */
+class TreeCounter {
+  #first = new Map<number, number>();
+  #last = new Map<number, number>();
+  #pids: () => number[];
+  #read: (pid: number) => number;
+
+  constructor(pids: () => number[], read: (pid: number) => number) {
+    this.#pids = pids;
+    this.#read = read;
+    this.sample(true);
+  }
+
+  sample(initial = false): void {
+    for (const pid of this.#pids()) {
+      try {
+        const v = this.#read(pid);
+        if (!this.#first.has(pid)) this.#first.set(pid, initial ? v : 0);
+        this.#last.set(pid, v);
+      } catch {
+        // Gone between listing and reading.
+      }
     }
   }
-  return sum;
+
+  growth(): number {
+    this.sample();
+    let sum = 0;
+    for (const [pid, v] of this.#last) sum += v - (this.#first.get(pid) ?? 0);
+    return sum;
+  }
 }
-const treeCpuMs = (pids: () => number[]) => treeSum(pids, cpuMs);
-const treeRunqMs = (pids: () => number[]) => treeSum(pids, runqMs);
 
 /** Time the process's main thread spent runnable but waiting for a CPU, in ms (schedstat field 2). */
 export function runqMs(pid: number): number {
@@ -171,19 +194,21 @@ export function watch(pid: number | (() => number[])): { stop(): Usage } {
   const pids = typeof pid === 'number' ? () => [pid] : pid;
   const rssNow = () => pids().reduce((s, p) => s + safeRss(p), 0);
   const t0 = performance.now();
-  const c0 = treeCpuMs(pids);
-  const q0 = treeRunqMs(pids);
+  const cpu = new TreeCounter(pids, cpuMs);
+  const runq = new TreeCounter(pids, runqMs);
   let rssMax = rssNow();
   const timer = setInterval(() => {
     rssMax = Math.max(rssMax, rssNow());
+    cpu.sample();
+    runq.sample();
   }, 250);
   return {
     stop() {
       clearInterval(timer);
       const rssEnd = rssNow();
       const ms = performance.now() - t0;
-      const cpuPct = ((treeCpuMs(pids) - c0) * 100) / ms;
-      const runqPct = ((treeRunqMs(pids) - q0) * 100) / ms;
+      const cpuPct = (cpu.growth() * 100) / ms;
+      const runqPct = (runq.growth() * 100) / ms;
       return { cpuPct, runqPct, rssEnd, rssMax: Math.max(rssMax, rssEnd) };
     },
   };
