@@ -163,19 +163,23 @@ async function redis(engine: Engine, db: Database, timeoutMs: number): Promise<s
   const before = Number(await redisCli(engine, db, ['LASTSAVE']));
   // LASTSAVE has one-second resolution: start the save in a later second than the last one.
   while (Math.floor(Date.now() / 1000) <= before) await sleep(50);
-  const started = await redisCli(engine, db, ['BGSAVE']);
-  if (/already in progress/i.test(started)) {
+  let reply = await redisCli(engine, db, ['BGSAVE']);
+  if (/already in progress/i.test(reply)) {
     await idle();
-    await redisCli(engine, db, ['BGSAVE']);
+    reply = await redisCli(engine, db, ['BGSAVE']);
   }
+  // "started": the child is forked before the reply, so the first idle state after it is our save
+  // ending (well or not). "scheduled" (an AOF rewrite runs): wait for the save to show up.
+  let seenRunning = /started/i.test(reply);
   for (;;) {
     const info = await redisCli(engine, db, ['INFO', 'persistence']);
-    const done = persistence(info, 'rdb_bgsave_in_progress') === '0';
-    if (done && Number(await redisCli(engine, db, ['LASTSAVE'])) > before) {
+    const running = persistence(info, 'rdb_bgsave_in_progress') !== '0';
+    seenRunning ||= running;
+    if (!running && (seenRunning || Number(await redisCli(engine, db, ['LASTSAVE'])) > before)) {
       const status = persistence(info, 'rdb_last_bgsave_status');
       if (status !== 'ok')
         throw new CheckpointError(
-          `checkpoint of redis service '${db.service}': BGSAVE status ${status}; see the service's log`,
+          `checkpoint of redis service '${db.service}': BGSAVE status ${status}; the server's log says why (disk full, permissions)`,
         );
       return 'BGSAVE';
     }

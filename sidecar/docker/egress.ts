@@ -91,6 +91,7 @@ async function hostListener(): Promise<{ server: Server; port: number; hits: str
   const hits: string[] = [];
   const server = createServer((sock) => {
     hits.push(sock.remoteAddress ?? '?');
+    sock.on('error', () => {});
     sock.destroy();
   });
   await new Promise<void>((resolve, reject) => {

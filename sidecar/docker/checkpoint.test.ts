@@ -1,0 +1,124 @@
+// Database checkpoints on real Postgres and Redis (svc-test/pgredis): after a checkpoint the
+// files in the dataset directories hold what was written, and a checkpoint that fails says why.
+import assert from 'node:assert/strict';
+import { existsSync, readFileSync } from 'node:fs';
+import { after, before, describe, it } from 'node:test';
+import { BUSYBOX_IMAGE, ensureTestImages, PGREDIS_IMAGE } from '../../test/support/images.ts';
+import { tier } from '../../test/support/tiers.ts';
+import { checkpointDatabases, detectDatabases } from './checkpoint.ts';
+import { CheckpointError } from './errors.ts';
+import { cleanupTestEnvs, svc, type TestEnv, testEnv } from './testing.ts';
+
+const skip = tier('docker');
+
+describe('checkpoint', { skip }, () => {
+  let env: TestEnv;
+  const psql = async (sql: string, db = 'app') => {
+    const r = await env.stack.engine.exec('pg', ['psql', '-X', '-U', 'svc', '-d', db, '-Atc', sql], {
+      user: 'postgres',
+    });
+    assert.equal(r.exit_code, 0, r.stderr);
+    return r.stdout.trim();
+  };
+  const redis = async (...args: string[]) => {
+    const r = await env.stack.engine.exec('cache', ['redis-cli', ...args]);
+    assert.equal(r.exit_code, 0, r.stderr);
+    return r.stdout.trim();
+  };
+  const heapFile = async () => `${env.paths.pgdata}/${await psql("SELECT pg_relation_filepath('t')")}`;
+  const redoLocation = async () => {
+    const r = await env.stack.engine.exec('pg', ['pg_controldata'], { user: 'postgres' });
+    return /REDO location:\s*(\S+)/.exec(r.stdout)?.[1];
+  };
+
+  before(async () => {
+    await ensureTestImages({ postgres: true });
+    env = await testEnv('ckpt', {
+      egress: 'deny',
+      volumes: ['pgdata', 'rdata'],
+      services: [
+        svc('pg', PGREDIS_IMAGE, {
+          command: ['postgres'],
+          env: { POSTGRES_USER: 'svc', POSTGRES_DB: 'app' },
+          volumes: ['pgdata:/var/lib/postgresql/data'],
+          health: { test: ['CMD-SHELL', 'pg_isready -U svc -d app'], interval: '1s', retries: 120 },
+        }),
+        svc('cache', PGREDIS_IMAGE, {
+          command: ['redis'],
+          volumes: ['rdata:/data'],
+          health: { test: ['CMD-SHELL', 'redis-cli ping | grep -q PONG'], interval: '1s', retries: 60 },
+        }),
+        svc('box', BUSYBOX_IMAGE),
+      ],
+    });
+    await env.stack.up(300);
+  });
+  after(cleanupTestEnvs);
+
+  it('detects the databases by what their containers run, not by image name', async () => {
+    const found = (await detectDatabases(env.stack.engine, env.stack.spec.services)).map((d) => [
+      d.service,
+      d.kind,
+    ]);
+    assert.deepEqual(found, [
+      ['pg', 'postgres'],
+      ['cache', 'redis'],
+    ]);
+  });
+
+  it('after a checkpoint the data files hold the rows and keys just written', async () => {
+    await psql(
+      "CREATE TABLE t (v text); INSERT INTO t SELECT 'svc-marker-' || g FROM generate_series(1, 50) g",
+    );
+    await redis('SET', 'ckptkey1', 'ckptval1');
+    assert.equal(existsSync(`${env.paths.rdata}/dump.rdb`), false, 'the server saves nothing on its own');
+    const redoBefore = await redoLocation();
+
+    const results = await checkpointDatabases(env.stack.engine, env.stack.spec.services);
+    assert.deepEqual(
+      results.map((r) => [r.service, r.kind, r.detail]),
+      [
+        ['pg', 'postgres', 'CHECKPOINT as svc'],
+        ['cache', 'redis', 'BGSAVE'],
+      ],
+    );
+    assert.notEqual(await redoLocation(), redoBefore, 'a checkpoint moved the redo location');
+    assert.ok(readFileSync(await heapFile()).includes('svc-marker-42'));
+    const dump = readFileSync(`${env.paths.rdata}/dump.rdb`);
+    assert.ok(dump.includes('ckptkey1') && dump.includes('ckptval1'));
+  });
+
+  it('a second checkpoint right after the first captures the newer writes', async () => {
+    await psql("INSERT INTO t VALUES ('svc-second-marker')");
+    await redis('SET', 'ckptkey2', 'ckptval2');
+    await checkpointDatabases(env.stack.engine, env.stack.spec.services);
+    assert.ok(readFileSync(await heapFile()).includes('svc-second-marker'));
+    assert.ok(readFileSync(`${env.paths.rdata}/dump.rdb`).includes('ckptkey2'));
+  });
+
+  it('a Redis that cannot save fails the checkpoint with the reason', async () => {
+    await env.stack.engine.exec('cache', ['chmod', '555', '/data'], { user: '0' });
+    try {
+      await assert.rejects(checkpointDatabases(env.stack.engine, env.stack.spec.services), (err: unknown) => {
+        assert.ok(err instanceof CheckpointError);
+        assert.match(err.message, /checkpoint of redis service 'cache': BGSAVE status err/);
+        return true;
+      });
+    } finally {
+      await env.stack.engine.exec('cache', ['chmod', '755', '/data'], { user: '0' });
+    }
+  });
+
+  it('a Postgres that refuses connections fails the checkpoint with psql’s message', async () => {
+    await psql('ALTER DATABASE postgres ALLOW_CONNECTIONS false', 'template1');
+    await psql('ALTER DATABASE app ALLOW_CONNECTIONS false', 'template1');
+    await assert.rejects(checkpointDatabases(env.stack.engine, env.stack.spec.services), (err: unknown) => {
+      assert.ok(err instanceof CheckpointError);
+      assert.match(
+        err.message,
+        /checkpoint of postgres service 'pg': CHECKPOINT failed: .*not currently accepting connections/s,
+      );
+      return true;
+    });
+  });
+});
