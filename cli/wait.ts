@@ -2,7 +2,7 @@
 // 700 ms, prints one line per phase as it finishes (name, status, duration, the evidence's key
 // facts), then `deployment <id>: <status>`. On a terminal the running phase is a live spinner line
 // redrawn with a carriage return; on a pipe only the plain lines are written.
-import type { Output } from './command.ts';
+import { CliError, type Output } from './command.ts';
 import { type Client, seg } from './http.ts';
 
 export const POLL_MS = 700;
@@ -132,6 +132,16 @@ class Spinner {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** One poll; once the deployment is known, a failure says the deployment itself goes on. */
+async function poll(client: Client, id: string, started: boolean): Promise<DeploymentView> {
+  try {
+    return await client.json<DeploymentView>('GET', `/v1/deployments/${seg(id)}`);
+  } catch (err) {
+    if (!started || !(err instanceof CliError)) throw err;
+    throw new CliError(`${err.message} (the deployment goes on: svc deployment watch ${id})`);
+  }
+}
+
 /** Polls until the deployment ends; returns the exit code (1 when it failed or rolled back). */
 export async function watchDeployment(client: Client, io: Output, id: string): Promise<number> {
   const spinner = new Spinner(io);
@@ -145,7 +155,7 @@ export async function watchDeployment(client: Client, io: Output, id: string): P
     let printed = 0;
     let header = false;
     for (;;) {
-      const v = await client.json<DeploymentView>('GET', `/v1/deployments/${seg(id)}`);
+      const v = await poll(client, id, header);
       const d = v.deployment;
       if (!header) {
         io.out(`${d.Kind} ${d.ID} on ${d.EnvID}\n`);

@@ -7,7 +7,16 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { AGENT_COMPOSE, SIMPLE_COMPOSE } from '../orchestrator/harness.ts';
-import { assertExit, assertFails, type CliWorld, cliWorld, finalLine, type Run, SVC } from './harness.ts';
+import {
+  assertExit,
+  assertFails,
+  type CliWorld,
+  cliWorld,
+  finalLine,
+  type Run,
+  removeDir,
+  SVC,
+} from './harness.ts';
 
 const DEPLOY_PHASES = [
   'resolve',
@@ -306,3 +315,30 @@ function spawnAsync(cmd: string, args: string[], env: Record<string, string>, cw
     child.on('close', (code) => resolve({ code: code ?? -1, out }));
   });
 }
+
+describe('watching when the server goes away', () => {
+  test('the poll failure is one line that says the deployment goes on', async () => {
+    const w = await cliWorld('sqlite');
+    writeFileSync(join(w.home, 'compose.yaml'), SIMPLE_COMPOSE);
+    await w.t.req('POST', '/v1/projects', { body: { name: 'gone' } });
+    const gate = Promise.withResolvers<void>();
+    w.sc.handlers['env.create'] = async () => {
+      await gate.promise;
+      throw new Error('stopped');
+    };
+    let closing: Promise<void> | undefined;
+    const r = await w.run(['deploy', '--project', 'gone'], {
+      onStdout: (soFar) => {
+        if (closing || !soFar.startsWith('deploy dep_')) return;
+        closing = w.sc.close().then(() => {
+          gate.resolve();
+          return w.t.close();
+        });
+      },
+    });
+    await closing;
+    assertFails(r, `svc: cannot reach ${w.t.url}: `);
+    assert.match(r.stderr, /\(the deployment goes on: svc deployment watch dep_\S+\)\n$/);
+    removeDir(w.home);
+  });
+});
