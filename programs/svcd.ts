@@ -1,3 +1,4 @@
 #!/usr/bin/env node
-process.stderr.write('svcd: not yet implemented\n');
-process.exit(1);
+import { main } from '../sidecar/main.ts';
+
+await main(process.argv.slice(2));

@@ -52,7 +52,9 @@ async function check(engine: Engine, services: ServiceRecord[]): Promise<Probe[]
       }
       if (st.Status !== 'running') return no(false, `is ${st.Status}`);
       if (!health || health.Status === 'healthy') return { service: name, verdict: { ready: true } };
-      if (health.Status === 'unhealthy')
+      // Docker marks a paused container unhealthy without a failed check; after the unpause it
+      // turns healthy at the next check. Only failed checks make a service fail the wait.
+      if (health.Status === 'unhealthy' && health.FailingStreak > 0)
         return no(true, `is unhealthy after ${health.FailingStreak} failed checks`);
       return no(false, `is ${health.Status === 'starting' ? 'starting (health: starting)' : health.Status}`);
     }),

@@ -1,0 +1,81 @@
+// What every command handler works with: the data directory, the storage backend, the compose
+// tool, the Docker client and the egress probe settings. Also the per-environment files:
+// spec.json (what runs now) and versions/<snapshot>.json (what ran when a snapshot was taken,
+// so a rollback re-renders the stack that matches the restored data, even after a restart).
+import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type Docker from 'dockerode';
+import type { Egress, ServiceRecord } from '../protocol/spec.ts';
+import type { ComposeTool } from './docker/compose-tool.ts';
+import type { ProbeOptions } from './docker/egress.ts';
+import { Stack } from './docker/stack.ts';
+import type { StorageBackend } from './storage/index.ts';
+
+export interface SavedSpec {
+  services: ServiceRecord[];
+  volumes: string[];
+  egress: Egress;
+  version?: string;
+}
+
+export interface SidecarContext {
+  dataDir: string;
+  storage: StorageBackend;
+  tool: ComposeTool;
+  docker: Docker;
+  probe: ProbeOptions;
+  log: (msg: string) => void;
+  /** Forks reading an environment's snapshots; a destroy of that environment waits for them. */
+  readers: Map<string, Set<Promise<unknown>>>;
+}
+
+export const envDir = (ctx: SidecarContext, envId: string) => join(ctx.dataDir, 'envs', envId);
+const specPath = (ctx: SidecarContext, envId: string) => join(envDir(ctx, envId), 'spec.json');
+const versionPath = (ctx: SidecarContext, envId: string, snapshot: string) =>
+  join(envDir(ctx, envId), 'versions', `${snapshot}.json`);
+
+async function writeJson(path: string, value: unknown): Promise<void> {
+  await mkdir(join(path, '..'), { recursive: true });
+  const tmp = `${path}.tmp`;
+  await writeFile(tmp, JSON.stringify(value, null, 2));
+  await rename(tmp, path);
+}
+
+async function readJson<T>(path: string): Promise<T | null> {
+  try {
+    return JSON.parse(await readFile(path, 'utf8')) as T;
+  } catch {
+    return null;
+  }
+}
+
+export const saveSpec = (ctx: SidecarContext, envId: string, spec: SavedSpec) =>
+  writeJson(specPath(ctx, envId), spec);
+export const loadSpec = (ctx: SidecarContext, envId: string) => readJson<SavedSpec>(specPath(ctx, envId));
+export const saveVersionSpec = (ctx: SidecarContext, envId: string, snapshot: string, spec: SavedSpec) =>
+  writeJson(versionPath(ctx, envId, snapshot), spec);
+export const loadVersionSpec = (ctx: SidecarContext, envId: string, snapshot: string) =>
+  readJson<SavedSpec>(versionPath(ctx, envId, snapshot));
+
+/** The environment's saved spec, or a clear error when this host does not run it. */
+export async function requireSpec(ctx: SidecarContext, envId: string): Promise<SavedSpec> {
+  const spec = await loadSpec(ctx, envId);
+  if (!spec) throw new Error(`environment ${envId} is not on this host (no ${specPath(ctx, envId)})`);
+  return spec;
+}
+
+export function stackOf(
+  ctx: SidecarContext,
+  envId: string,
+  spec: SavedSpec,
+  volumePaths?: Record<string, string>,
+): Stack {
+  return new Stack({
+    envId,
+    dir: envDir(ctx, envId),
+    spec: { services: spec.services, volumes: spec.volumes, egress: spec.egress },
+    tool: ctx.tool,
+    docker: ctx.docker,
+    volumePaths,
+  });
+}

@@ -1,0 +1,51 @@
+// Command kind → handler. Kinds not listed (egress.set, clock.set, ingress.set, anything else)
+// are answered `unknown command kind` by the runner.
+
+import { readdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Capabilities } from '../../protocol/commands.ts';
+import { envDir, type SidecarContext } from '../context.ts';
+import type { Handler } from '../runner.ts';
+import { verifyCollect } from '../verify/collect.ts';
+import { verifyRun } from '../verify/run.ts';
+import { envDestroy } from './destroy.ts';
+import { envExec, envGet, envPut, hostReport } from './io.ts';
+import { envSnapshot } from './snapshot.ts';
+import { envCreate, envFork, envRollback } from './stack-ops.ts';
+
+export function handlers(
+  ctx: SidecarContext,
+  capabilities: () => Promise<Capabilities>,
+): Record<string, Handler> {
+  return {
+    'host.report': (cmd) => hostReport(ctx, cmd, capabilities),
+    'env.create': (cmd) => envCreate(ctx, cmd),
+    'env.snapshot': (cmd) => envSnapshot(ctx, cmd),
+    'env.fork': (cmd) => envFork(ctx, cmd),
+    'env.rollback': (cmd) => envRollback(ctx, cmd),
+    'env.exec': (cmd) => envExec(ctx, cmd),
+    'env.put': (cmd) => envPut(ctx, cmd),
+    'env.get': (cmd) => envGet(ctx, cmd),
+    'verify.collect': (cmd) => verifyCollect(ctx, cmd),
+    'verify.run': (cmd) => verifyRun(ctx, cmd),
+    'env.destroy': (cmd) => envDestroy(ctx, cmd),
+  };
+}
+
+/**
+ * What a command cut off by a crash leaves to undo: a half-created environment or fork is taken
+ * down (a fork's copied datasets too), so no container is orphaned.
+ */
+export async function undoInterrupted(ctx: SidecarContext, kind: string, envId: string): Promise<void> {
+  if (!envId || (kind !== 'env.create' && kind !== 'env.fork')) return;
+  // A redeploy of an environment that has snapshots keeps everything: the control plane rolls
+  // it back to its previous version. Only a first create or a fork is taken away whole.
+  if (kind === 'env.create' && (await hasVersions(ctx, envId))) return;
+  ctx.log(`undoing ${kind} of ${envId} cut off by a restart`);
+  await envDestroy(ctx, { id: '', envId, payload: {}, progress: () => {} });
+}
+
+async function hasVersions(ctx: SidecarContext, envId: string): Promise<boolean> {
+  const files = await readdir(join(envDir(ctx, envId), 'versions')).catch(() => []);
+  return files.some((f) => f.endsWith('.json'));
+}

@@ -1,0 +1,101 @@
+// env.exec, env.put, env.get and host.report. Archives larger than a frame travel by one-time
+// blob URLs on the control plane (the sidecar only ever dials out).
+import { loadavg } from 'node:os';
+import {
+  type BlobRef,
+  DEFAULT_EXEC_TIMEOUT_SEC,
+  MAX_ARCHIVE_BYTES,
+  type Results,
+} from '../../protocol/commands.ts';
+import type { SidecarContext } from '../context.ts';
+import { Engine } from '../docker/engine.ts';
+import { ExecTimeout } from '../docker/errors.ts';
+import { projectName } from '../docker/render.ts';
+import * as p from '../payload.ts';
+import type { CommandContext } from '../runner.ts';
+
+/** Archives up to this size are returned inline; larger ones are uploaded (frames are 16 MiB). */
+export const INLINE_ARCHIVE_BYTES = 8 * 1024 * 1024;
+export const TIMEOUT_EXIT_CODE = 124;
+
+const engineOf = (ctx: SidecarContext, envId: string) => new Engine(projectName(envId), ctx.docker);
+
+function blobOf(v: unknown, what: string): BlobRef | null {
+  if (v === undefined || v === null) return null;
+  const b = v as BlobRef;
+  if (typeof b.url !== 'string' || typeof b.token !== 'string' || !/^https?:\/\//.test(b.url)) {
+    throw new p.PayloadError(`payload.${what} must be {url, token}`);
+  }
+  return b;
+}
+
+export async function envExec(ctx: SidecarContext, cmd: CommandContext): Promise<Results['env.exec']> {
+  const service = p.str(cmd.payload, 'service', { name: true });
+  const argv = p.strList(cmd.payload, 'cmd');
+  if (argv.length === 0) throw new p.PayloadError('payload.cmd must not be empty');
+  const timeoutSec = p.int(cmd.payload, 'timeout_sec', DEFAULT_EXEC_TIMEOUT_SEC);
+  try {
+    const r = await engineOf(ctx, cmd.envId).exec(service, argv, { timeoutSec });
+    return { exit_code: r.exit_code, stdout: r.stdout, stderr: r.stderr };
+  } catch (err) {
+    // Like timeout(1): the command ran, so its partial output comes back with exit code 124.
+    if (err instanceof ExecTimeout) {
+      const note = `svc: command timed out after ${timeoutSec} s and was killed`;
+      return {
+        exit_code: TIMEOUT_EXIT_CODE,
+        stdout: err.stdout ?? '',
+        stderr: `${err.stderr ?? ''}${err.stderr ? '\n' : ''}${note}`,
+      };
+    }
+    throw err;
+  }
+}
+
+async function download(blob: BlobRef): Promise<Buffer> {
+  const r = await fetch(blob.url, {
+    headers: { authorization: `Bearer ${blob.token}` },
+    signal: AbortSignal.timeout(120_000),
+  });
+  if (!r.ok) throw new Error(`fetching the archive from the control plane: HTTP ${r.status}`);
+  const data = Buffer.from(await r.arrayBuffer());
+  if (data.length > MAX_ARCHIVE_BYTES) throw new Error('archive larger than 32 MiB');
+  return data;
+}
+
+export async function envPut(ctx: SidecarContext, cmd: CommandContext): Promise<Results['env.put']> {
+  const service = p.str(cmd.payload, 'service', { name: true });
+  const path = p.absolutePath(p.str(cmd.payload, 'path'), 'path');
+  const blob = blobOf(cmd.payload.blob, 'blob');
+  const data = blob ? await download(blob) : Buffer.from(p.str(cmd.payload, 'tar_b64'), 'base64');
+  if (data.length > MAX_ARCHIVE_BYTES) throw new Error('archive larger than 32 MiB');
+  await engineOf(ctx, cmd.envId).putArchive(service, path, data);
+  return { path };
+}
+
+export async function envGet(ctx: SidecarContext, cmd: CommandContext): Promise<Results['env.get']> {
+  const service = p.str(cmd.payload, 'service', { name: true });
+  const path = p.absolutePath(p.str(cmd.payload, 'path'), 'path');
+  const upload = blobOf(cmd.payload.upload, 'upload');
+  const data = await engineOf(ctx, cmd.envId).getArchive(service, path, MAX_ARCHIVE_BYTES);
+  if (data.length <= INLINE_ARCHIVE_BYTES || !upload) {
+    if (data.length > INLINE_ARCHIVE_BYTES)
+      throw new Error('archive too large to return inline and no upload URL given');
+    return { tar_b64: data.toString('base64') };
+  }
+  const r = await fetch(upload.url, {
+    method: 'PUT',
+    headers: { authorization: `Bearer ${upload.token}`, 'content-type': 'application/octet-stream' },
+    body: data,
+    signal: AbortSignal.timeout(120_000),
+  });
+  if (!r.ok) throw new Error(`uploading the archive to the control plane: HTTP ${r.status}`);
+  return { tar_b64: '', uploaded: true, bytes: data.length };
+}
+
+export async function hostReport(
+  _ctx: SidecarContext,
+  _cmd: CommandContext,
+  caps: () => Promise<Results['host.report']['capabilities']>,
+) {
+  return { capabilities: await caps(), load_avg: loadavg() };
+}

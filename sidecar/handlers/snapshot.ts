@@ -1,0 +1,51 @@
+// env.snapshot: checkpoint the databases, freeze every container, capture every volume under the
+// snapshot name, thaw all but `keep_paused`, and wait for health (spec "Command kinds").
+import type { Results } from '../../protocol/commands.ts';
+import { requireSpec, type SidecarContext, saveVersionSpec, stackOf } from '../context.ts';
+import { checkpointDatabases } from '../docker/checkpoint.ts';
+import * as p from '../payload.ts';
+import type { CommandContext } from '../runner.ts';
+
+export const POST_SNAPSHOT_HEALTH_MS = 90_000;
+
+export async function envSnapshot(
+  ctx: SidecarContext,
+  cmd: CommandContext,
+): Promise<Results['env.snapshot']> {
+  const name = p.str(cmd.payload, 'name', { name: true });
+  const keep = p.strList(cmd.payload, 'keep_paused', { optional: true });
+  const spec = await requireSpec(ctx, cmd.envId);
+  const stack = stackOf(ctx, cmd.envId, spec);
+  const engine = stack.engine;
+
+  // Databases flush to disk first, so the captured files are what a clean restart expects.
+  let consistent = true;
+  try {
+    const done = await checkpointDatabases(engine, spec.services);
+    for (const d of done)
+      cmd.progress(`checkpointed ${d.kind} in ${d.service} (${d.detail}, ${d.took_ms} ms)`);
+  } catch (err) {
+    // The freeze still gives a crash-consistent copy; say it was not a clean checkpoint.
+    consistent = false;
+    cmd.progress(`checkpoint failed, capturing crash-consistent: ${(err as Error).message}`);
+  }
+  const frozenAt = Date.now();
+  await engine.pause();
+  let datasets: string[];
+  try {
+    datasets = await ctx.storage.snapshot(cmd.envId, name, spec.volumes);
+    await saveVersionSpec(ctx, cmd.envId, name, { ...spec, version: name });
+  } finally {
+    const all = spec.services.map((s) => s.name).filter((s) => !keep.includes(s));
+    await engine.unpause(all);
+  }
+  const frozenFor = Date.now() - frozenAt;
+  cmd.progress(
+    `captured ${datasets.length} dataset${datasets.length === 1 ? '' : 's'}; frozen for ${frozenFor} ms`,
+  );
+  // Services left paused on purpose are not asked to be healthy.
+  await stack.waitHealthy(POST_SNAPSHOT_HEALTH_MS).catch((err) => {
+    if (keep.length === 0) throw err;
+  });
+  return { snapshot: name, datasets, frozen_for: frozenFor, consistent };
+}

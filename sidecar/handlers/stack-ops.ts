@@ -1,0 +1,151 @@
+// env.create, env.fork and env.rollback: datasets first, then the stack up with health wait, then
+// the egress probe. A first create or a fork that fails leaves nothing running behind it.
+import { chown, readdir, stat } from 'node:fs/promises';
+import type { Results } from '../../protocol/commands.ts';
+import type { ServiceRecord } from '../../protocol/spec.ts';
+import {
+  loadSpec,
+  loadVersionSpec,
+  requireSpec,
+  type SavedSpec,
+  type SidecarContext,
+  saveSpec,
+  stackOf,
+} from '../context.ts';
+import * as p from '../payload.ts';
+import type { CommandContext } from '../runner.ts';
+
+/**
+ * A fresh dataset is an empty root-owned directory, which a service running as a non-root user
+ * could not write to. Docker's named volumes copy the image's directory (and its owner) on first
+ * use; when the image has no such directory, we give the empty root to the service's numeric user.
+ */
+async function ownFreshVolumes(services: ServiceRecord[], paths: Record<string, string>): Promise<void> {
+  for (const s of services) {
+    const m = /^(\d+)(?::(\d+))?$/.exec(s.user);
+    if (!m || m[1] === '0') continue;
+    for (const mount of s.volumes) {
+      const path = paths[mount.split(':')[0]];
+      if (!path) continue;
+      const [st, entries] = await Promise.all([stat(path), readdir(path)]);
+      if (entries.length === 0 && st.uid === 0) await chown(path, Number(m[1]), Number(m[2] ?? m[1]));
+    }
+  }
+}
+
+function specOf(payload: Record<string, unknown>, version = ''): SavedSpec {
+  return { services: p.services(payload), volumes: p.volumes(payload), egress: p.egress(payload), version };
+}
+
+/** Brings the stack up on prepared datasets and probes egress; returns what env.create reports. */
+async function startStack(
+  ctx: SidecarContext,
+  cmd: CommandContext,
+  envId: string,
+  spec: SavedSpec,
+  paths: Record<string, string>,
+) {
+  await ownFreshVolumes(spec.services, paths);
+  await saveSpec(ctx, envId, spec);
+  const stack = stackOf(ctx, envId, spec, paths);
+  cmd.progress(
+    `starting ${spec.services.length} service${spec.services.length === 1 ? '' : 's'} with ${ctx.tool.flavor === 'v2' ? 'docker compose' : 'docker-compose'}`,
+  );
+  const { started_in } = await stack.up();
+  const report = await stack.verifyEgress(ctx.probe);
+  cmd.progress(`healthy; egress ${report.verdict}`);
+  return { stack, started_in, egress: report.verdict };
+}
+
+async function tearDown(
+  ctx: SidecarContext,
+  envId: string,
+  spec: SavedSpec,
+  alsoData: boolean,
+): Promise<void> {
+  try {
+    await stackOf(ctx, envId, spec).down();
+  } catch (err) {
+    ctx.log(`cleaning up ${envId} after a failure: ${(err as Error).message}`);
+  }
+  if (alsoData)
+    await ctx.storage.destroy(envId).catch((err) => ctx.log(`removing datasets of ${envId}: ${err.message}`));
+}
+
+export async function envCreate(ctx: SidecarContext, cmd: CommandContext): Promise<Results['env.create']> {
+  const spec = specOf(cmd.payload, p.str(cmd.payload, 'version', { optional: true }));
+  const fromSnapshot = p.str(cmd.payload, 'from_snapshot', { optional: true });
+  const previous = await loadSpec(ctx, cmd.envId);
+  if (fromSnapshot) {
+    if (!(await ctx.storage.hasSnapshot(cmd.envId, fromSnapshot)))
+      throw new Error(`environment ${cmd.envId} has no snapshot ${fromSnapshot}`);
+    if (previous) await stackOf(ctx, cmd.envId, previous).down();
+    await ctx.storage.rollback(cmd.envId, fromSnapshot, spec.volumes);
+  }
+  const paths = await ctx.storage.prepare(cmd.envId, spec.volumes);
+  try {
+    const { stack, started_in, egress } = await startStack(ctx, cmd, cmd.envId, spec, paths);
+    return {
+      endpoints: await stack.endpoints(),
+      started_in,
+      digests: await stack.digests(),
+      storage: ctx.storage.kind,
+      egress,
+    };
+  } catch (err) {
+    // A redeploy that fails keeps its containers for the rollback the control plane sends next;
+    // a first create that fails leaves nothing running.
+    if (!previous) await tearDown(ctx, cmd.envId, spec, false);
+    throw err;
+  }
+}
+
+export async function envFork(ctx: SidecarContext, cmd: CommandContext): Promise<Results['env.fork']> {
+  const started = Date.now();
+  const from = p.str(cmd.payload, 'from_env', { name: true });
+  const snapshot = p.str(cmd.payload, 'from_snapshot', { name: true });
+  const spec = specOf(cmd.payload, snapshot);
+  if (await loadSpec(ctx, cmd.envId)) throw new Error(`environment ${cmd.envId} already exists on this host`);
+  const readers = ctx.readers.get(from) ?? new Set();
+  ctx.readers.set(from, readers);
+  const cloning = ctx.storage.clone(from, snapshot, cmd.envId, spec.volumes);
+  readers.add(cloning);
+  let paths: Record<string, string>;
+  try {
+    paths = await cloning;
+  } finally {
+    readers.delete(cloning);
+  }
+  cmd.progress(
+    `cloned ${spec.volumes.length} volume${spec.volumes.length === 1 ? '' : 's'} from ${from}@${snapshot}`,
+  );
+  try {
+    const { stack } = await startStack(ctx, cmd, cmd.envId, spec, paths);
+    return { forked_in: Date.now() - started, endpoints: await stack.endpoints() };
+  } catch (err) {
+    await tearDown(ctx, cmd.envId, spec, true);
+    throw err;
+  }
+}
+
+export async function envRollback(
+  ctx: SidecarContext,
+  cmd: CommandContext,
+): Promise<Results['env.rollback']> {
+  const snapshot = p.str(cmd.payload, 'snapshot', { name: true });
+  const current = await requireSpec(ctx, cmd.envId);
+  if (!(await ctx.storage.hasSnapshot(cmd.envId, snapshot)))
+    throw new Error(`environment ${cmd.envId} has no snapshot ${snapshot}`);
+  // The spec that ran when the snapshot was taken, so data and stack match again.
+  const target = (await loadVersionSpec(ctx, cmd.envId, snapshot)) ?? current;
+  cmd.progress('stopping the stack');
+  // Docker resolves bind mounts when a container starts: never swap a dataset under a live one.
+  await stackOf(ctx, cmd.envId, current).down();
+  await ctx.storage.rollback(cmd.envId, snapshot, target.volumes);
+  cmd.progress(
+    `restored ${target.volumes.length} volume${target.volumes.length === 1 ? '' : 's'} from ${snapshot}`,
+  );
+  const paths = await ctx.storage.prepare(cmd.envId, target.volumes);
+  const { stack } = await startStack(ctx, cmd, cmd.envId, { ...target, version: snapshot }, paths);
+  return { snapshot, endpoints: await stack.endpoints() };
+}

@@ -1,0 +1,70 @@
+// `svcd install` (spec "Sidecar program"): Linux and root only. Puts the sidecar at
+// /usr/local/bin/svcd, writes /etc/svc/svcd.env (0600) and the systemd unit, then enables and
+// starts it. SVC_INSTALL_ROOT (tests) prefixes every path; SVC_SYSTEMCTL overrides systemctl.
+import { execFileSync } from 'node:child_process';
+import { chmodSync, copyFileSync, mkdirSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import type { SidecarOptions } from './options.ts';
+
+export const UNIT = `[Unit]
+Description=svc sidecar (svcd)
+Wants=network-online.target
+After=network-online.target docker.service
+Wants=docker.service
+
+[Service]
+EnvironmentFile=/etc/svc/svcd.env
+ExecStart=/usr/local/bin/svcd join --state /etc/svc/host.json
+Restart=always
+RestartSec=3
+LimitNOFILE=1048576
+
+[Install]
+WantedBy=multi-user.target
+`;
+
+function envFile(o: SidecarOptions): string {
+  const line = (k: string, v: string) => `${k}=${v.replace(/\n/g, '')}\n`;
+  return (
+    line('SVC_SERVER', o.server) +
+    line('SVC_JOIN_TOKEN', o.token) +
+    line('SVC_DATA_DIR', o.dataDir) +
+    line('SVC_ZFS_POOL', o.zfsPool)
+  );
+}
+
+/** A packaged sidecar copies its own binary; a source checkout installs a launcher for it. */
+async function placeBinary(target: string): Promise<void> {
+  const sea = await import('node:sea').then((m) => m.isSea()).catch(() => false);
+  if (sea) {
+    copyFileSync(process.execPath, target);
+  } else {
+    const script = resolve(process.argv[1] ?? 'programs/svcd.ts');
+    writeFileSync(target, `#!/bin/sh\nexec '${process.execPath}' '${script}' "$@"\n`);
+  }
+  chmodSync(target, 0o755);
+}
+
+export async function install(o: SidecarOptions): Promise<void> {
+  if (process.platform !== 'linux') throw new Error('install works on Linux only');
+  if (process.getuid?.() !== 0) throw new Error('install must run as root (try sudo)');
+  const root = process.env.SVC_INSTALL_ROOT ?? '/';
+  const at = (p: string) => join(root, p);
+  mkdirSync(at('/usr/local/bin'), { recursive: true });
+  await placeBinary(at('/usr/local/bin/svcd'));
+  mkdirSync(at('/etc/svc'), { recursive: true, mode: 0o700 });
+  writeFileSync(at('/etc/svc/svcd.env'), envFile(o), { mode: 0o600 });
+  chmodSync(at('/etc/svc/svcd.env'), 0o600);
+  mkdirSync(dirname(at('/etc/systemd/system/svcd.service')), { recursive: true });
+  writeFileSync(at('/etc/systemd/system/svcd.service'), UNIT);
+  const systemctl = process.env.SVC_SYSTEMCTL ?? 'systemctl';
+  try {
+    execFileSync(systemctl, ['daemon-reload'], { stdio: 'inherit' });
+    execFileSync(systemctl, ['enable', '--now', 'svcd.service'], { stdio: 'inherit' });
+  } catch (err) {
+    throw new Error(
+      `installed the files, but ${systemctl} failed (${(err as Error).message}); start it with: svcd join --state /etc/svc/host.json`,
+    );
+  }
+  process.stdout.write('svcd installed and started (systemctl status svcd)\n');
+}

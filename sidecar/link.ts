@@ -1,0 +1,134 @@
+// The one outbound WebSocket to the control plane (spec "Session rules"). Hello with the join
+// token the first time, with host id and secret after; heartbeat every 10 s; reconnect with
+// backoff from 1 s to 30 s (with jitter) when the stream drops; a 1008 close is fatal.
+import { WebSocket } from 'ws';
+import type { Capabilities } from '../protocol/commands.ts';
+import {
+  type Frame,
+  type FrameError,
+  frame,
+  HEARTBEAT_INTERVAL_MS,
+  MAX_FRAME_BYTES,
+  POLICY_VIOLATION,
+  parseFrame,
+  STREAM_PATH,
+} from '../protocol/frames.ts';
+
+export class Refused extends Error {}
+
+export interface LinkOptions {
+  server: string;
+  identity: () => { host_id: string; secret: string } | null;
+  token: string;
+  capabilities: () => Promise<Capabilities>;
+  onIdentity: (hostId: string, secret: string) => void;
+  onCommand: (f: Frame) => void;
+  log: (msg: string) => void;
+}
+
+export type LinkState = 'connecting' | 'connected' | 'backoff' | 'stopped';
+
+export const streamUrl = (server: string) => server.replace(/^http/, 'ws').replace(/\/+$/, '') + STREAM_PATH;
+
+export class Link {
+  state: LinkState = 'connecting';
+  #o: LinkOptions;
+  #ws: WebSocket | null = null;
+  #attempt = 0;
+  #stop = false;
+  #wake: (() => void) | null = null;
+
+  constructor(o: LinkOptions) {
+    this.#o = o;
+  }
+
+  /** Sends on the current stream; frames are dropped while disconnected (results stay on disk). */
+  send(f: Frame): void {
+    if (this.#ws?.readyState === WebSocket.OPEN) this.#ws.send(JSON.stringify(f));
+  }
+
+  /** Runs until stopped; rejects with Refused on a 1008 close. */
+  async run(): Promise<void> {
+    while (!this.#stop) {
+      this.state = 'connecting';
+      const outcome = await this.#session();
+      if (outcome.code === POLICY_VIOLATION) {
+        this.state = 'stopped';
+        throw new Refused(outcome.reason || 'refused by the control plane');
+      }
+      if (this.#stop) break;
+      this.state = 'backoff';
+      const delay = backoff(this.#attempt++);
+      this.#o.log(
+        `stream closed (${outcome.code} ${outcome.reason}); reconnecting in ${(delay / 1000).toFixed(1)} s`,
+      );
+      await new Promise<void>((r) => {
+        const t = setTimeout(r, delay);
+        this.#wake = () => {
+          clearTimeout(t);
+          r();
+        };
+      });
+    }
+    this.state = 'stopped';
+  }
+
+  #session(): Promise<{ code: number; reason: string }> {
+    return new Promise((resolve) => {
+      const ws = new WebSocket(streamUrl(this.#o.server), {
+        maxPayload: MAX_FRAME_BYTES,
+        perMessageDeflate: false,
+        handshakeTimeout: 15_000,
+      });
+      this.#ws = ws;
+      let beat: NodeJS.Timeout | undefined;
+      ws.on('open', async () => {
+        const id = this.#o.identity();
+        const capabilities = await this.#o.capabilities().catch(() => ({}) as Capabilities);
+        const hello = { host_id: id?.host_id ?? '', token: id ? id.secret : this.#o.token, capabilities };
+        if (!id && !this.#o.token) return ws.close(POLICY_VIOLATION, 'no saved identity and no join token');
+        ws.send(JSON.stringify(frame('hello', { host_id: hello.host_id, payload: hello })));
+      });
+      ws.on('message', (data) => {
+        let f: Frame;
+        try {
+          f = parseFrame(data.toString());
+        } catch (err) {
+          this.#o.log(`ignoring a bad frame: ${(err as FrameError).message}`);
+          return;
+        }
+        if (f.type === 'hello') {
+          const p = (f.payload ?? {}) as { host_id?: string; secret?: string };
+          if (p.host_id && p.secret) this.#o.onIdentity(p.host_id, p.secret);
+          this.state = 'connected';
+          this.#attempt = 0;
+          this.#o.log(`connected to ${this.#o.server} as ${p.host_id ?? this.#o.identity()?.host_id}`);
+          beat = setInterval(
+            () => this.send(frame('heartbeat', { host_id: this.#o.identity()?.host_id })),
+            HEARTBEAT_INTERVAL_MS,
+          );
+          return;
+        }
+        if (f.type === 'command') this.#o.onCommand(f);
+      });
+      ws.on('error', (err) => this.#o.log(`stream error: ${err.message}`));
+      ws.on('close', (code, reason) => {
+        clearInterval(beat);
+        this.#ws = null;
+        resolve({ code, reason: reason.toString() });
+      });
+    });
+  }
+
+  stop(): void {
+    this.#stop = true;
+    this.#ws?.close(1000, 'sidecar stopping');
+    this.#wake?.();
+  }
+}
+
+/** 1 s, 2 s, 4 s ... capped at 30 s, each with up to 25% jitter so a fleet does not reconnect in step. */
+export function backoff(attempt: number): number {
+  const base = Math.min(30_000, 1000 * 2 ** Math.min(attempt, 5));
+  return Math.min(30_000, Math.round(base * (0.75 + Math.random() * 0.25)));
+}

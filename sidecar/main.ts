@@ -1,0 +1,134 @@
+// svcd: the sidecar program (spec "Sidecar program"). Lifecycle: resolve options and saved
+// identity → open storage, find the compose tool → finish commands a crash cut off → keep the one
+// outbound stream open until stopped or refused (1008 is fatal and exits non-zero).
+import { mkdirSync } from 'node:fs';
+import type { Capabilities } from '../protocol/commands.ts';
+import { detectCapabilities, VERSION } from './capabilities.ts';
+import type { SidecarContext } from './context.ts';
+import { type ComposeFlavor, detectComposeTool } from './docker/compose-tool.ts';
+import { dockerClient } from './docker/engine.ts';
+import { handlers, undoInterrupted } from './handlers/index.ts';
+import { install } from './install.ts';
+import { Link, Refused } from './link.ts';
+import { defaultDataDir, parseOptions, type SidecarOptions, UsageError } from './options.ts';
+import { Runner } from './runner.ts';
+import { type HostState, loadState, saveState } from './state.ts';
+import { openStorage } from './storage/index.ts';
+
+const log = (msg: string) => process.stderr.write(`svcd: ${msg}\n`);
+
+/** Saved state wins for server, data dir and pool unless the flag was given. */
+export function resolve(opts: SidecarOptions, saved: HostState | null) {
+  const pick = (flag: boolean, fromFlagOrEnv: string, fromState: string | undefined) =>
+    flag ? fromFlagOrEnv : fromState || fromFlagOrEnv;
+  return {
+    server: pick(opts.explicit.server, opts.server, saved?.server),
+    dataDir: pick(opts.explicit.data, opts.dataDir, saved?.data_dir) || defaultDataDir(),
+    zfsPool: pick(opts.explicit.zfsPool, opts.zfsPool, saved?.zfs_pool),
+  };
+}
+
+/** Egress probe targets standing for "the internet": SVC_EGRESS_PROBE=host:port,host:port. */
+function probeTargets(): string[] | undefined {
+  const v = process.env.SVC_EGRESS_PROBE?.trim();
+  return v
+    ? v
+        .split(',')
+        .map((x) => x.trim())
+        .filter(Boolean)
+    : undefined;
+}
+
+export async function runSidecar(opts: SidecarOptions): Promise<number> {
+  const saved = loadState(opts.statePath);
+  if (opts.verb === 'run' && !saved)
+    throw new UsageError(`no saved identity at ${opts.statePath}: run svcd join first`);
+  const { server, dataDir, zfsPool } = resolve(opts, saved);
+  if (!server) throw new UsageError('no server: pass --server (or SVC_SERVER)');
+  if (!saved && !opts.token) throw new UsageError('the first join needs --token (or SVC_JOIN_TOKEN)');
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  const storage = await openStorage({ dataDir, zfsPool: zfsPool || undefined });
+  const tool = await detectComposeTool(
+    (process.env.SVC_COMPOSE as ComposeFlavor | undefined) || undefined,
+  ).catch((err) => {
+    log(err.message);
+    return null;
+  });
+  const docker = dockerClient();
+  let identity = saved ? { host_id: saved.host_id, secret: saved.secret } : null;
+  const capabilities = (): Promise<Capabilities> =>
+    detectCapabilities({
+      dataDir,
+      storage: storage.kind,
+      dockerVersion: async () => ((await docker.version()) as { Version: string }).Version,
+      composePresent: async () => tool !== null,
+    });
+  if (!tool)
+    throw new Error('no compose tool on this machine: install the docker compose plugin or docker-compose');
+  const ctx: SidecarContext = {
+    dataDir,
+    storage,
+    tool,
+    docker,
+    probe: { internetTargets: probeTargets() },
+    log,
+    readers: new Map(),
+  };
+
+  let link: Link | null = null;
+  const runner = new Runner(dataDir, handlers(ctx, capabilities), (f) => link?.send(f));
+  const cut = await runner.recover((kind, envId) => undoInterrupted(ctx, kind, envId));
+  if (cut.length) log(`finished commands a restart cut off: ${cut.join('; ')}`);
+
+  link = new Link({
+    server,
+    token: opts.token,
+    identity: () => identity,
+    capabilities,
+    onIdentity: (hostId, secret) => {
+      identity = { host_id: hostId, secret };
+      saveState(opts.statePath, { server, host_id: hostId, secret, data_dir: dataDir, zfs_pool: zfsPool });
+      log(`joined as ${hostId}; identity saved to ${opts.statePath}`);
+    },
+    onCommand: (f) => void runner.handle(f),
+    log,
+  });
+  const stop = () => {
+    log('stopping');
+    link?.stop();
+  };
+  process.once('SIGTERM', stop);
+  process.once('SIGINT', stop);
+  log(
+    `svcd ${VERSION}: storage ${storage.kind} under ${dataDir}, ${tool.flavor === 'v2' ? 'docker compose' : 'docker-compose'}`,
+  );
+  try {
+    await link.run();
+  } catch (err) {
+    if (err instanceof Refused) {
+      log(`refused by the control plane: ${err.message}`);
+      return 1;
+    }
+    throw err;
+  }
+  await Promise.race([runner.drain(), new Promise((r) => setTimeout(r, 10_000))]);
+  return 0;
+}
+
+export async function main(argv: string[]): Promise<void> {
+  try {
+    const opts = parseOptions(argv);
+    if (opts.verb === 'version') {
+      process.stdout.write(`${VERSION}\n`);
+      return;
+    }
+    if (opts.verb === 'install') {
+      await install(opts);
+      return;
+    }
+    process.exitCode = await runSidecar(opts);
+  } catch (err) {
+    log((err as Error).message);
+    process.exitCode = err instanceof UsageError ? 2 : 1;
+  }
+}

@@ -1,0 +1,169 @@
+// Runs commands from the control plane (spec "Command lifecycle"): ack at once, progress lines
+// while working, exactly one result. Every result is written to <data>/commands/<id>.json before
+// it is sent, so a command id seen again (a resend after a reconnect, a replay) is answered from
+// that file without running twice. One command at a time per environment; environments run
+// concurrently.
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { UNKNOWN_KIND_ERROR } from '../protocol/commands.ts';
+import { type Frame, frame } from '../protocol/frames.ts';
+
+export interface CommandContext {
+  id: string;
+  envId: string;
+  payload: Record<string, unknown>;
+  progress(message: string): void;
+}
+
+export type Handler = (ctx: CommandContext) => Promise<unknown>;
+
+interface Stored {
+  ok: boolean;
+  payload?: unknown;
+  error?: string;
+  kind: string;
+  env_id: string;
+  finished_at: string;
+}
+
+const SAFE_ID = /^[A-Za-z0-9_-]{1,100}$/;
+
+export class Runner {
+  #dir: string;
+  #handlers: Record<string, Handler>;
+  #send: (f: Frame) => void;
+  #queues = new Map<string, Promise<void>>();
+  #running = new Map<string, Promise<void>>();
+
+  constructor(dataDir: string, handlers: Record<string, Handler>, send: (f: Frame) => void) {
+    this.#dir = join(dataDir, 'commands');
+    mkdirSync(this.#dir, { recursive: true, mode: 0o700 });
+    this.#handlers = handlers;
+    this.#send = send;
+  }
+
+  /** Handles one `command` frame; never throws. Returns when the command's result was sent. */
+  handle(f: Frame): Promise<void> {
+    const id = f.command_id ?? '';
+    if (!SAFE_ID.test(id)) return Promise.resolve();
+    this.#send(frame('ack', { command_id: id }));
+    const stored = this.#stored(id);
+    if (stored) {
+      this.#reply(id, stored);
+      return Promise.resolve();
+    }
+    const inFlight = this.#running.get(id);
+    if (inFlight) return inFlight; // the result goes out on whatever stream is current when it ends
+    const run = this.#serial(f.env_id ?? '', () => this.#execute(f)).finally(() => this.#running.delete(id));
+    this.#running.set(id, run);
+    return run;
+  }
+
+  async #execute(f: Frame): Promise<void> {
+    const id = f.command_id as string;
+    const handler = this.#handlers[f.kind ?? ''];
+    let outcome: Stored;
+    const base = { kind: f.kind ?? '', env_id: f.env_id ?? '' };
+    // A marker while it runs: if the process dies, the next start knows what was cut off.
+    writeFileSync(this.#marker(id), JSON.stringify(base), { mode: 0o600 });
+    try {
+      if (!handler) throw new Error(UNKNOWN_KIND_ERROR);
+      const payload =
+        typeof f.payload === 'object' && f.payload !== null ? (f.payload as Record<string, unknown>) : {};
+      const result = await handler({
+        id,
+        envId: f.env_id ?? '',
+        payload,
+        progress: (message) => this.#send(frame('progress', { command_id: id, message })),
+      });
+      outcome = { ...base, ok: true, payload: result ?? {}, finished_at: new Date().toISOString() };
+    } catch (err) {
+      outcome = {
+        ...base,
+        ok: false,
+        error: (err as Error).message || String(err),
+        finished_at: new Date().toISOString(),
+      };
+    }
+    this.#store(id, outcome);
+    rmSync(this.#marker(id), { force: true });
+    this.#reply(id, outcome);
+  }
+
+  #marker(id: string): string {
+    return join(this.#dir, `${id}.running`);
+  }
+
+  /**
+   * After a crash: every command that was running gets its one stored result (a failure that
+   * says so), after `cleanup` undid what it can, so a resent id is answered, never run twice.
+   */
+  async recover(cleanup: (kind: string, envId: string) => Promise<void>): Promise<string[]> {
+    const cut: string[] = [];
+    for (const file of readdirSync(this.#dir).filter((f) => f.endsWith('.running'))) {
+      const id = file.slice(0, -'.running'.length);
+      let base = { kind: '', env_id: '' };
+      try {
+        base = JSON.parse(readFileSync(join(this.#dir, file), 'utf8'));
+      } catch {}
+      await cleanup(base.kind, base.env_id).catch(() => {});
+      this.#store(id, {
+        ...base,
+        ok: false,
+        error: `the sidecar restarted while running ${base.kind}`,
+        finished_at: new Date().toISOString(),
+      });
+      rmSync(join(this.#dir, file), { force: true });
+      cut.push(`${base.kind} ${base.env_id}`.trim());
+    }
+    return cut;
+  }
+
+  #reply(id: string, s: Stored): void {
+    this.#send(
+      frame(
+        'result',
+        s.ok
+          ? { command_id: id, ok: true, payload: s.payload }
+          : { command_id: id, ok: false, error: s.error },
+      ),
+    );
+  }
+
+  #path(id: string): string {
+    return join(this.#dir, `${id}.json`);
+  }
+
+  #stored(id: string): Stored | null {
+    const p = this.#path(id);
+    if (!existsSync(p)) return null;
+    try {
+      return JSON.parse(readFileSync(p, 'utf8')) as Stored;
+    } catch {
+      return null; // a torn file cannot exist (atomic rename); treat anything unreadable as not run
+    }
+  }
+
+  #store(id: string, s: Stored): void {
+    const tmp = `${this.#path(id)}.tmp`;
+    writeFileSync(tmp, JSON.stringify(s), { mode: 0o600 });
+    renameSync(tmp, this.#path(id));
+  }
+
+  async #serial(key: string, fn: () => Promise<void>): Promise<void> {
+    if (!key) return fn();
+    const prev = this.#queues.get(key) ?? Promise.resolve();
+    const mine = prev.then(fn, fn);
+    this.#queues.set(key, mine);
+    try {
+      await mine;
+    } finally {
+      if (this.#queues.get(key) === mine) this.#queues.delete(key);
+    }
+  }
+
+  /** Waits for every running command (graceful stop). */
+  async drain(): Promise<void> {
+    await Promise.allSettled([...this.#running.values()]);
+  }
+}

@@ -1,0 +1,146 @@
+// A real control plane, a real svcd process and real Docker, for end-to-end tests. The sidecar's
+// egress probe is pointed at a TCP listener on this machine's primary address, which stands for
+// "the internet": an allow stack reaches it, a deny stack must not.
+import assert from 'node:assert/strict';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
+import { networkInterfaces, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startTestServer, type TestServer } from '../support/server.ts';
+
+export function primaryIp(): string {
+  for (const list of Object.values(networkInterfaces())) {
+    for (const a of list ?? [])
+      if (a.family === 'IPv4' && !a.internal && !/^172\.(1[6-9]|2\d|3[01])\./.test(a.address))
+        return a.address;
+  }
+  return '127.0.0.1';
+}
+
+export interface Real {
+  t: TestServer;
+  dir: string;
+  dataDir: string;
+  /** A TCP service on the host that counts connections (the "internet" and a host service). */
+  listener: { port: number; hits: number; server: Server };
+  sidecar: ChildProcess;
+  log(): string;
+  startSidecar(): Promise<void>;
+  killSidecar(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export async function startReal(): Promise<Real> {
+  const t = await startTestServer('sqlite');
+  const dir = mkdtempSync(join(tmpdir(), 'svc-e2e-'));
+  const dataDir = join(dir, 'data');
+  const listener = { port: 0, hits: 0, server: createServer((s) => (listener.hits++, s.end('hello\n'))) };
+  await new Promise<void>((r) => listener.server.listen(0, '0.0.0.0', () => r()));
+  listener.port = (listener.server.address() as { port: number }).port;
+  const jt = await t.req('POST', '/v1/join-tokens', { body: {} });
+  assert.equal(jt.status, 201);
+  let out = '';
+  const real: Real = {
+    t,
+    dir,
+    dataDir,
+    listener,
+    sidecar: null as unknown as ChildProcess,
+    log: () => out,
+    async startSidecar() {
+      const args = [
+        'programs/svcd.ts',
+        'join',
+        '--server',
+        t.url,
+        '--token',
+        jt.body.token,
+        '--state',
+        join(dir, 'host.json'),
+        '--data',
+        dataDir,
+      ];
+      const child = spawn(process.execPath, args, {
+        env: { ...process.env, SVC_EGRESS_PROBE: `${primaryIp()}:${listener.port}` },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      child.stderr?.on('data', (d) => (out += d));
+      child.stdout?.on('data', (d) => (out += d));
+      real.sidecar = child;
+      const start = Date.now();
+      for (;;) {
+        const hosts = (await t.req('GET', '/v1/hosts')).body.hosts;
+        if (hosts.some((h: any) => h.connected)) return;
+        if (child.exitCode !== null || Date.now() - start > 30_000)
+          throw new Error(`svcd did not connect:\n${out}`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    },
+    async killSidecar() {
+      const c = real.sidecar;
+      if (c.exitCode !== null) return;
+      const gone = new Promise((r) => c.once('exit', r));
+      c.kill('SIGKILL');
+      await gone;
+    },
+    async close() {
+      await real.killSidecar().catch(() => {});
+      listener.server.close();
+      await t.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+  await real.startSidecar();
+  return real;
+}
+
+/** Docker objects left for an environment: containers, networks and volumes of its project. */
+export function leftovers(envId: string): string[] {
+  const project = envId.toLowerCase();
+  const q = (args: string[]) =>
+    execFileSync('docker', args, { encoding: 'utf8' }).split('\n').filter(Boolean);
+  return [
+    ...q([
+      'ps',
+      '-a',
+      '--filter',
+      `label=com.docker.compose.project=${project}`,
+      '--format',
+      'container {{.Names}}',
+    ]),
+    ...q([
+      'network',
+      'ls',
+      '--filter',
+      `label=com.docker.compose.project=${project}`,
+      '--format',
+      'network {{.Name}}',
+    ]),
+    ...q([
+      'volume',
+      'ls',
+      '--filter',
+      `label=com.docker.compose.project=${project}`,
+      '--format',
+      'volume {{.Name}}',
+    ]),
+  ];
+}
+
+export async function finished(t: TestServer, id: string, timeoutMs = 240_000) {
+  const start = Date.now();
+  for (;;) {
+    const r = await t.req('GET', `/v1/deployments/${id}`);
+    if (r.body.deployment?.FinishedAt) return r.body as { deployment: any; phases: any[] };
+    if (Date.now() - start > timeoutMs)
+      throw new Error(`deployment ${id} did not finish: ${JSON.stringify(r.body).slice(0, 2000)}`);
+    await new Promise((res) => setTimeout(res, 200));
+  }
+}
+
+export async function exec(t: TestServer, env: string, service: string, cmd: string[]) {
+  const r = await t.req('POST', `/v1/envs/${env}/exec`, { body: { service, cmd, timeout_sec: 60 } });
+  assert.equal(r.status, 200, JSON.stringify(r.body));
+  return r.body as { exit_code: number; stdout: string; stderr: string };
+}
