@@ -128,7 +128,7 @@ describe('a real stack on real Docker', { skip: tier('docker') }, () => {
       s.on('end', next);
     });
     ex.end(Buffer.from(await get.arrayBuffer()));
-    await new Promise((res) => ex.on('finish', res));
+    await new Promise<void>((res) => ex.on('finish', () => res()));
     assert.deepEqual(names, ['hello.txt']);
     const missing = await r.t.req('GET', `/v1/envs/${alpha}/files?service=app&path=/nope`);
     assert.equal(missing.status, 502);
