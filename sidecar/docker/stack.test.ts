@@ -241,7 +241,7 @@ for (const flavor of ['v2', 'v1'] as const) {
         },
         flavor,
       );
-      await assert.rejects(bad(sick), (err: unknown) => {
+      await assert.rejects(sick.stack.up(60), (err: unknown) => {
         assert.ok(err instanceof StackUnhealthy, String(err));
         assert.match(err.message, /service 'sick' is unhealthy/);
         assert.match(err.message, /sick-marker/);
@@ -249,8 +249,4 @@ for (const flavor of ['v2', 'v1'] as const) {
       });
     });
   });
-}
-
-function bad(env: TestEnv): Promise<unknown> {
-  return env.stack.up(60);
 }

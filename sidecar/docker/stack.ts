@@ -103,7 +103,7 @@ export class Stack {
             '--quiet-pull',
             '--remove-orphans',
           ]
-        : ['up', '-d', '--force-recreate', '--remove-orphans'];
+        : ['up', '-d', '--force-recreate', '--quiet-pull', '--remove-orphans'];
     try {
       await this.compose(args, (timeoutSec + 60) * 1000);
     } catch (err) {
