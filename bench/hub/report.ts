@@ -36,6 +36,8 @@ export const P99_GOAL_MS = 20;
 export const GOAL_HOSTS = 10_000;
 
 const f0 = (n: number) => n.toFixed(0);
+/** CPU time per answered command, µs: what bounds the rate a machine can take, whatever the noise. */
+const perCommand = (cpuPct: number, rate: number) => (rate > 0 ? (cpuPct * 10_000) / rate : 0);
 const f1 = (n: number) => n.toFixed(1);
 const sec = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
 
@@ -51,9 +53,11 @@ function loadRow(name: string, l: LoadResult): string[] {
     `${f.errors}`,
     f0(l.server.cpuPct),
     f0(l.server.runqPct),
+    f0(perCommand(l.server.cpuPct, f.achievedRate)),
+    l.pgCpuPct === null ? '-' : f0(l.pgCpuPct),
+    l.pgCpuPct === null ? '-' : f0(perCommand(l.pgCpuPct, f.achievedRate)),
     `${f0(l.server.rssEnd)} (max ${f0(l.server.rssMax)})`,
     f0(l.sidecarsCpuPct),
-    l.pgCpuPct === null ? '-' : f0(l.pgCpuPct),
     l.generatorCpuPct === null ? 'in server' : f0(l.generatorCpuPct),
     f1(f.lagP99),
     f0(l.generatorRunqPct ?? l.server.runqPct),
@@ -70,9 +74,11 @@ const HEADER = [
   'errors',
   'cp CPU%',
   'cp runq%',
+  'cp µs/cmd',
+  'pg CPU%',
+  'pg µs/cmd',
   'cp RSS MiB',
   'sidecars CPU%',
-  'pg CPU%',
   'loadgen CPU%',
   'sched lag p99',
   'loadgen runq%',
@@ -105,6 +111,12 @@ export function formatRun(r: RunResult): string {
 function errs(e: Record<string, number>): string {
   return Object.keys(e).length ? ` errors: ${JSON.stringify(e)}` : '';
 }
+
+export const LEGEND = `columns: rate = answered per second; p50..max = round trip from send to answer, ms;
+cp = control plane process (CPU% of one core; runq% = share of the window it was ready but had no
+CPU: the machine's other load, so latency under high runq is noise); µs/cmd = CPU per answered
+command; pg = Postgres postmaster and backends; loadgen = the process sending the load (for hub
+dispatch it is the control plane itself); sched lag = how late the load generator sent, ms.`;
 
 /** One line per database for the goal size: best and worst run against each goal. */
 export function formatGoals(results: RunResult[], rate: number): string {

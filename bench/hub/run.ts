@@ -35,7 +35,7 @@ import {
   startChild,
   waitHealthy,
 } from './proc.ts';
-import { formatGoals, formatRun, type LoadResult, type RunResult } from './report.ts';
+import { formatGoals, formatRun, LEGEND, type LoadResult, type RunResult } from './report.ts';
 import { api, createClouds, createEnvs, execFire, mintTokens, type Placed, teamId } from './setup.ts';
 import type { ConnectReport, FromSidecars, SidecarStats, ToSidecars } from './sidecars.ts';
 
@@ -259,7 +259,7 @@ try {
       }
     }
   }
-  process.stdout.write(`\n${formatGoals(results, RATE)}\n`);
+  process.stdout.write(`\n${LEGEND}\n\n${formatGoals(results, RATE)}\n`);
 } finally {
   await cleanupAll();
 }
