@@ -1,0 +1,92 @@
+// A Postgres + Redis stack on real Docker: the snapshot checkpoints both (CHECKPOINT, BGSAVE), the
+// data survives snapshot → write → rollback, and a fork of the snapshot is an independent copy.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { ensureTestImages, PGREDIS_IMAGE } from '../support/images.ts';
+import { tier } from '../support/tiers.ts';
+import { exec, finished, type Real, startReal } from './real.ts';
+
+const STACK = `
+services:
+  db:
+    image: ${PGREDIS_IMAGE}
+    command: [postgres]
+    environment: {POSTGRES_USER: app, POSTGRES_DB: app}
+    volumes: [pgdata:/var/lib/postgresql/data]
+    healthcheck:
+      test: ["CMD-SHELL", "pg_isready -U app -d app -h 127.0.0.1"]
+      interval: 1s
+      retries: 120
+  cache:
+    image: ${PGREDIS_IMAGE}
+    command: [redis]
+    volumes: [redisdata:/data]
+    healthcheck:
+      test: ["CMD", "redis-cli", "ping"]
+      interval: 1s
+      retries: 120
+volumes: {pgdata: {}, redisdata: {}}
+`;
+
+describe('Postgres and Redis data across snapshot, rollback and fork', { skip: tier('docker') }, () => {
+  let r: Real;
+  let env: string;
+  const sql = async (e: string, q: string) =>
+    (
+      await exec(r.t, e, 'db', ['psql', '-U', 'app', '-d', 'app', '-h', '127.0.0.1', '-tAc', q])
+    ).stdout.trim();
+  const redis = async (e: string, ...args: string[]) =>
+    (await exec(r.t, e, 'cache', ['redis-cli', ...args])).stdout.trim();
+  before(async () => {
+    await ensureTestImages({ postgres: true });
+    r = await startReal();
+    await r.t.req('POST', '/v1/projects', { body: { name: 'data' } });
+    const d = await r.t.req('POST', '/v1/projects/data/deploy', { body: { compose: STACK } });
+    const out = await finished(r.t, d.body.deployment.ID);
+    assert.equal(out.deployment.Status, 'succeeded', `${out.deployment.Error}\n${r.log()}`);
+    env = out.deployment.EnvID;
+  });
+  after(async () => r?.close());
+
+  test('snapshot checkpoints both databases; rollback restores both; the fork stays independent', async () => {
+    await sql(env, "CREATE TABLE t (v text); INSERT INTO t VALUES ('v1')");
+    assert.equal(await sql(env, 'SELECT v FROM t'), 'v1');
+    assert.equal(await redis(env, 'SET', 'k', 'v1'), 'OK');
+    const s = await r.t.req('POST', `/v1/envs/${env}/snapshot`);
+    const snap = await finished(r.t, s.body.deployment.ID);
+    assert.equal(snap.deployment.Status, 'succeeded', snap.deployment.Error);
+    assert.equal(snap.phases[0].Evidence.consistent, true);
+    assert.equal(snap.phases[0].Evidence.datasets.length, 2);
+    const cmd = await r.t.server.ctx.db.get<{ id: string }>(
+      "SELECT id FROM commands WHERE kind = 'env.snapshot' AND env_id = ? ORDER BY created_at DESC",
+      [env],
+    );
+    const lines = (await r.t.req('GET', `/v1/events?subject=cmd:${cmd!.id}`)).body.events
+      .map((e: any) => e.Body.message)
+      .join('\n');
+    assert.match(lines, /checkpointed postgres in db/);
+    assert.match(lines, /checkpointed redis in cache/);
+    const v = snap.deployment.VersionID;
+
+    await sql(env, "UPDATE t SET v = 'v2'");
+    await redis(env, 'SET', 'k', 'v2');
+    const f = await r.t.req('POST', `/v1/envs/${env}/fork`, { body: { version: v, name: 'branch' } });
+    const fork = await finished(r.t, f.body.deployment.ID);
+    assert.equal(fork.deployment.Status, 'succeeded', fork.deployment.Error);
+    const forkEnv = fork.deployment.EnvID;
+    assert.equal(await sql(forkEnv, 'SELECT v FROM t'), 'v1');
+    assert.equal(await redis(forkEnv, 'GET', 'k'), 'v1');
+    await sql(forkEnv, "UPDATE t SET v = 'fork'");
+    await redis(forkEnv, 'SET', 'k', 'fork');
+    assert.equal(await sql(env, 'SELECT v FROM t'), 'v2');
+    assert.equal(await redis(env, 'GET', 'k'), 'v2');
+
+    const rb = await r.t.req('POST', `/v1/envs/${env}/rollback`, { body: { version: v } });
+    const back = await finished(r.t, rb.body.deployment.ID);
+    assert.equal(back.deployment.Status, 'succeeded', back.deployment.Error);
+    assert.equal(await sql(env, 'SELECT v FROM t'), 'v1');
+    assert.equal(await redis(env, 'GET', 'k'), 'v1');
+    assert.equal(await sql(forkEnv, 'SELECT v FROM t'), 'fork');
+    assert.equal(await redis(forkEnv, 'GET', 'k'), 'fork');
+  });
+});
