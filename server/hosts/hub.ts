@@ -191,11 +191,33 @@ export class Hub implements HostConnectivity, Transport {
       }
       this.#events.emit('hello', c);
       this.#log.info({ host: c.hostId, replaced: Boolean(old) }, 'host connected');
+      void this.#refresh(c);
       return c;
     } catch (err) {
       this.#log.warn({ err }, 'hello failed');
       refuse(ws, 'hello: internal error');
       return null;
+    }
+  }
+
+  /** Asks a host that just connected for its capabilities (host.report) and records them. */
+  async #refresh(c: Conn): Promise<void> {
+    const d = this.dispatcher;
+    if (!d) return;
+    try {
+      const r = await d.run(
+        { hostId: c.hostId, teamId: c.teamId, kind: 'sidecar' },
+        '',
+        'host.report',
+        {},
+        30_000,
+      );
+      if (this.#conns.get(c.hostId) === c)
+        await updateHost(this.#db, c.hostId, {
+          capabilities: r.capabilities as unknown as Record<string, unknown>,
+        });
+    } catch (err) {
+      this.#log.warn({ host: c.hostId, err: (err as Error).message }, 'host.report failed');
     }
   }
 

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { WebSocket } from 'ws';
 import { frame, STREAM_PATH } from '../../protocol/frames.ts';
-import { FakeSidecar, Refused } from '../support/fake-sidecar.ts';
+import { DEFAULT_CAPS, FakeSidecar, Refused } from '../support/fake-sidecar.ts';
 import { forEachDialect, startTestServer, type TestServer } from '../support/server.ts';
 import { deploy, env, joinFake, waitFor } from './harness.ts';
 
@@ -45,6 +45,21 @@ forEachDialect('host stream', (dialect) => {
       new FakeSidecar(t.url).connect(jt.body.token),
       (e: Error) => e instanceof Refused && e.message === '1008 join: join token already used',
     );
+    await sc.close();
+  });
+
+  test('on connect the hub asks for host.report and records the refreshed capabilities', async () => {
+    const jt = await t.req('POST', '/v1/join-tokens', { body: {} });
+    const sc = new FakeSidecar(t.url);
+    sc.handlers['host.report'] = () => ({
+      capabilities: { ...DEFAULT_CAPS, hostname: 'refreshed', disk_gb: 3 },
+    });
+    await sc.connect(jt.body.token);
+    await waitFor(async () => {
+      const h = (await t.req('GET', '/v1/hosts')).body.hosts.find((x: any) => x.ID === sc.hostId);
+      return h?.Capabilities.hostname === 'refreshed';
+    });
+    assert.equal(sc.commands('host.report').length, 1);
     await sc.close();
   });
 

@@ -9,6 +9,7 @@ import { updateDeployment } from '../store.ts';
 import { firstService, send, targetOf, tookMs } from './common.ts';
 
 export const WARM_TIMEOUT_SEC = 600;
+export const RECONNECT_WAIT_MS = 30_000;
 export const NO_HOST_NO_CLOUD =
   'no connected host and no cloud that can provision: connect a cloud or run the sidecar join on a machine';
 
@@ -79,23 +80,21 @@ async function provision(ctx: Ctx) {
   const cloud = clouds.find((c) => ctx.deps.provisioners.has(c.provider));
   if (!cloud) throw new Error(NO_HOST_NO_CLOUD);
   const joinToken = await ctx.deps.mintJoinToken(ctx.dep.TeamID, cloud.id);
-  const machine = await ctx.deps.provisioners
-    .get(cloud.provider)!
-    .provision(
-      {
-        ID: cloud.id,
-        TeamID: ctx.dep.TeamID,
-        Provider: cloud.provider,
-        Name: cloud.name,
-        Config: JSON.parse(cloud.config),
-      },
-      {
-        joinToken,
-        serverUrl: ctx.deps.publicUrl,
-        sidecarUrl: ctx.deps.sidecarUrl,
-        name: `svc-${ctx.dep.EnvID.toLowerCase()}`,
-      },
-    );
+  const machine = await ctx.deps.provisioners.get(cloud.provider)!.provision(
+    {
+      ID: cloud.id,
+      TeamID: ctx.dep.TeamID,
+      Provider: cloud.provider,
+      Name: cloud.name,
+      Config: JSON.parse(cloud.config),
+    },
+    {
+      joinToken,
+      serverUrl: ctx.deps.publicUrl,
+      sidecarUrl: ctx.deps.sidecarUrl,
+      name: `svc-${ctx.dep.EnvID.toLowerCase()}`,
+    },
+  );
   p(ctx).provision_cloud = cloud.id;
   const evidence = {
     cloud: cloud.id,
@@ -200,6 +199,9 @@ async function verdict(ctx: Ctx, failure: { phase: string } | null) {
   try {
     const prev = await getVersion(db, ctx.dep.TeamID, prevId);
     if (!prev) throw new Error(`version ${prevId} is gone`);
+    // A sidecar that dropped mid-deploy usually reconnects within seconds: give it that time
+    // before giving up on restoring the previous version.
+    if (env.HostID) await ctx.deps.hub.waitConnected(env.HostID, RECONNECT_WAIT_MS);
     const target = await targetOf(ctx, env.HostID);
     const r = await send(ctx, target, env.ID, 'env.rollback', { snapshot: prev.Snapshot });
     await updateEnv(db, env.ID, {
