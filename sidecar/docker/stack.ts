@@ -86,26 +86,25 @@ export class Stack {
   /**
    * Renders, then starts the stack and waits until every service is healthy (or running when it
    * has no healthcheck). Returns the milliseconds from the start of `up` to healthy.
+   *
+   * Two steps: the containers are (re)created first without starting (`--force-recreate`; Docker
+   * copies an image's content and owner into an empty volume at create time), then `beforeStart`
+   * runs (e.g. giving a fresh volume to the service's non-root user), then they start with wait.
    */
-  async up(timeoutSec = 600): Promise<{ started_in: number }> {
+  async up(timeoutSec = 600, beforeStart?: () => Promise<void>): Promise<{ started_in: number }> {
     await this.write();
     if (this.spec.egress === 'deny') await isolateBridge(this.bridge, this.envId, this.opts.firewall);
     const started = Date.now();
-    const args =
+    const create = ['up', '--no-start', '--force-recreate', '--remove-orphans'];
+    if (this.tool.flavor === 'v2') create.splice(2, 0, '--quiet-pull');
+    const start =
       this.tool.flavor === 'v2'
-        ? [
-            'up',
-            '-d',
-            '--wait',
-            '--wait-timeout',
-            String(timeoutSec),
-            '--force-recreate',
-            '--quiet-pull',
-            '--remove-orphans',
-          ]
-        : ['up', '-d', '--force-recreate', '--quiet-pull', '--remove-orphans'];
+        ? ['up', '-d', '--wait', '--wait-timeout', String(timeoutSec), '--remove-orphans']
+        : ['up', '-d', '--remove-orphans'];
     try {
-      await this.compose(args, (timeoutSec + 60) * 1000);
+      await this.compose(create, (timeoutSec + 60) * 1000);
+      await beforeStart?.();
+      await this.compose(start, (timeoutSec + 60) * 1000);
     } catch (err) {
       if (!(err instanceof ComposeError)) throw err;
       // Compose names the failing container; the engine can say why (exit code, health output, logs).

@@ -16,9 +16,10 @@ import * as p from '../payload.ts';
 import type { CommandContext } from '../runner.ts';
 
 /**
- * A fresh dataset is an empty root-owned directory, which a service running as a non-root user
- * could not write to. Docker's named volumes copy the image's directory (and its owner) on first
- * use; when the image has no such directory, we give the empty root to the service's numeric user.
+ * Docker gives an empty volume the owner of the image's directory at the mount point when it
+ * creates the container (root, when the image has no such directory or only `working_dir` made
+ * it), so a non-root service could not write to its own fresh volume. Between create and start,
+ * an empty volume still owned by root is given to the numeric user of the service mounting it.
  */
 async function ownFreshVolumes(services: ServiceRecord[], paths: Record<string, string>): Promise<void> {
   for (const s of services) {
@@ -51,7 +52,7 @@ async function startStack(
   cmd.progress(
     `starting ${spec.services.length} service${spec.services.length === 1 ? '' : 's'} with ${ctx.tool.flavor === 'v2' ? 'docker compose' : 'docker-compose'}`,
   );
-  const { started_in } = await stack.up();
+  const { started_in } = await stack.up(600, () => ownFreshVolumes(spec.services, paths));
   const report = await stack.verifyEgress(ctx.probe);
   cmd.progress(`healthy; egress ${report.verdict}`);
   return { stack, started_in, egress: report.verdict };

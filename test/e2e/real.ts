@@ -35,7 +35,15 @@ export async function startReal(): Promise<Real> {
   const t = await startTestServer('sqlite');
   const dir = mkdtempSync(join(tmpdir(), 'svc-e2e-'));
   const dataDir = join(dir, 'data');
-  const listener = { port: 0, hits: 0, server: createServer((s) => (listener.hits++, s.end('hello\n'))) };
+  const listener = {
+    port: 0,
+    hits: 0,
+    server: createServer((s) => {
+      listener.hits++;
+      s.on('error', () => {});
+      s.end('hello\n');
+    }),
+  };
   await new Promise<void>((r) => listener.server.listen(0, '0.0.0.0', () => r()));
   listener.port = (listener.server.address() as { port: number }).port;
   const jt = await t.req('POST', '/v1/join-tokens', { body: {} });

@@ -199,3 +199,31 @@ export async function ensureTestImages(opts: { postgres?: boolean } = {}): Promi
   await ensure('busybox', BUSYBOX_IMAGE, buildBusybox);
   if (opts.postgres) await ensure('pgredis', PGREDIS_IMAGE, buildPgredis);
 }
+
+/**
+ * The images the two templates name (debian:bookworm-slim, postgres:16, redis:7), for machines
+ * without a registry: stand-ins derived from svc-test/pgredis (Debian bookworm with Postgres and
+ * Redis) so `svc init` + `svc deploy` work offline. An image of that name that already exists
+ * (a real pull) is never replaced.
+ */
+export const TEMPLATE_IMAGES: Record<string, string[]> = {
+  'debian:bookworm-slim': ['ENTRYPOINT []', 'CMD ["bash"]'],
+  'postgres:16': ['ENTRYPOINT ["/usr/local/bin/svc-entrypoint"]', 'CMD ["postgres"]'],
+  'redis:7': ['ENTRYPOINT ["/usr/local/bin/svc-entrypoint"]', 'CMD ["redis"]', 'WORKDIR /data'],
+};
+
+export async function ensureTemplateImages(): Promise<void> {
+  await ensureTestImages({ postgres: true });
+  await withLock('templates', async () => {
+    for (const [image, changes] of Object.entries(TEMPLATE_IMAGES)) {
+      if ((await labelOf(image)) !== null) continue;
+      const id = (await run('docker', ['create', PGREDIS_IMAGE])).trim();
+      try {
+        const args = [...changes, `LABEL ${LABEL}=stand-in`].flatMap((c) => ['--change', c]);
+        await run('docker', ['commit', ...args, id, image]);
+      } finally {
+        await run('docker', ['rm', '-f', id]);
+      }
+    }
+  });
+}
