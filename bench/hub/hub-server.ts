@@ -6,6 +6,7 @@
 import { parseConfig } from '../../server/config/config.ts';
 import { startServer } from '../../server/main.ts';
 import { type LoadFigures, openLoop } from './measure.ts';
+import { flushTimes } from './probe.ts';
 
 export interface HubLoad {
   op: 'load';
@@ -26,6 +27,19 @@ const COMMAND_TIMEOUT_MS = 30_000;
 
 const server = await startServer(parseConfig(process.argv.slice(2)));
 const dispatcher = server.orchestrator.dispatcher;
+const hub = server.orchestrator.hub;
+
+// The sweep calls the public flush(); timing it shows what the heartbeat writes cost per sweep.
+const flush = hub.flush.bind(hub);
+hub.flush = async () => {
+  const t0 = performance.now();
+  await flush();
+  if (!flushTimes.on) return;
+  const ms = performance.now() - t0;
+  flushTimes.count++;
+  flushTimes.totalMs += ms;
+  flushTimes.maxMs = Math.max(flushTimes.maxMs, ms);
+};
 
 async function load(m: HubLoad): Promise<LoadFigures> {
   const fire = (i: number) => {

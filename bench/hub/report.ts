@@ -1,9 +1,12 @@
 // The hub benchmark's printed report: one block of rows per run, then the comparison with the
 // issue's goals (10,000 hosts under 1 GiB RSS; p99 under 20 ms at 2,000 commands/s).
 import type { LoadFigures, Usage } from './measure.ts';
+import type { Probe } from './probe.ts';
 
 export interface LoadResult {
   figures: LoadFigures;
+  /** Event-loop stalls and GC pauses of the control plane over the window. */
+  probe: Probe;
   /** The control plane process. */
   server: Usage;
   sidecarsCpuPct: number;
@@ -23,7 +26,7 @@ export interface RunResult {
   baselineRss: number;
   mintMs: number;
   join: { ms: number; p50: number; p99: number; failed: number; errors: Record<string, number> };
-  idle: { server: Usage; sidecarsCpuPct: number; pgCpuPct: number | null };
+  idle: { server: Usage; sidecarsCpuPct: number; pgCpuPct: number | null; probe: Probe };
   envsMs: number;
   http: LoadResult;
   reconnect: { ms: number; p99: number; failed: number };
@@ -99,13 +102,25 @@ export function formatRun(r: RunResult): string {
     `create ${r.envs} environments: ${sec(r.envsMs)}; after restart, all hosts reconnected in ${sec(r.reconnect.ms)} (p99 ${f0(r.reconnect.p99)} ms, failed ${r.reconnect.failed}); streams dropped by the control plane: ${r.drops}`,
     table([HEADER, loadRow('HTTP exec', r.http), loadRow('hub dispatch', r.hub)]),
   ];
+  lines.push(`idle: ${stalls(idle.probe)}`);
   for (const [name, l] of [
     ['HTTP exec', r.http],
     ['hub dispatch', r.hub],
   ] as const) {
+    lines.push(`${name}: ${stalls(l.probe)}`);
     if (l.figures.errors) lines.push(`${name} errors: ${JSON.stringify(l.figures.errorKinds)}`);
   }
   return lines.join('\n');
+}
+
+function stalls(p: Probe): string {
+  const flush = p.flushes
+    ? `; heartbeat flushes ${p.flushes.count}, longest ${f0(p.flushes.maxMs)} ms, total ${f0(p.flushes.totalMs)} ms`
+    : '';
+  return (
+    `control plane event-loop stall p99 ${f1(p.loopP99)} ms, max ${f0(p.loopMax)} ms; ` +
+    `GC ${p.gcCount} pauses, ${f0(p.gcMs)} ms in all, longest ${f1(p.gcMaxMs)} ms, ${p.majorGcs} full${flush}`
+  );
 }
 
 function errs(e: Record<string, number>): string {

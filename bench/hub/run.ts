@@ -23,6 +23,7 @@ import { parseArgs } from 'node:util';
 import { createDatabase, startCluster } from '../../test/support/postgres.ts';
 import type { FromHubServer, HubLoad } from './hub-server.ts';
 import { type LoadFigures, openLoop, processTree, rssMiB, type Usage, watch } from './measure.ts';
+import type { Probe, ToProbe } from './probe.ts';
 import {
   type Child,
   cleanupAll,
@@ -69,6 +70,7 @@ if (HOSTS.some((n) => !Number.isInteger(n) || n < 1)) throw new Error('--hosts: 
 if (DBS.some((d) => d !== 'sqlite' && d !== 'postgres')) throw new Error('--db: sqlite, postgres or both');
 
 const CONNECT_CONCURRENCY = 200;
+const PROBE = new URL('./probe.ts', import.meta.url).pathname;
 /** HTTP sockets: enough that a stall of a second at the full rate does not queue in the client. */
 const HTTP_SOCKETS = 1024;
 const SETUP_TIMEOUT_MS = 15 * 60_000;
@@ -110,19 +112,29 @@ function askSidecars<T extends FromSidecars>(sc: Child, m: ToSidecars, op: T['op
   return answer;
 }
 
-/** CPU and RSS of the control plane, sidecars and database over one window. */
-function watchAll(server: Child, sc: Child, db: Db) {
-  const w = { server: watch(server.pid), sc: watch(sc.pid), pg: db.pids ? watch(db.pids) : null };
-  return () => ({ server: w.server.stop(), sc: w.sc.stop(), pg: w.pg?.stop() ?? null });
+interface Window {
+  server: Usage;
+  sc: Usage;
+  pg: Usage | null;
+  probe: Probe;
 }
 
-function loadResult(
-  figures: LoadFigures,
-  u: { server: Usage; sc: Usage; pg: Usage | null },
-  gen: Usage | null,
-): LoadResult {
+/** CPU and RSS of the control plane, sidecars and database, and the control plane's stalls, over one window. */
+function watchAll(server: Child, sc: Child, db: Db): () => Promise<Window> {
+  server.proc.send({ op: 'probe-start' } satisfies ToProbe);
+  const w = { server: watch(server.pid), sc: watch(sc.pid), pg: db.pids ? watch(db.pids) : null };
+  return async () => {
+    const usage = { server: w.server.stop(), sc: w.sc.stop(), pg: w.pg?.stop() ?? null };
+    const probe = nextMessage<Probe>(server, (m) => m?.op === 'probe', 30_000);
+    server.proc.send({ op: 'probe-stop' } satisfies ToProbe);
+    return { ...usage, probe: await probe };
+  };
+}
+
+function loadResult(figures: LoadFigures, u: Window, gen: Usage | null): LoadResult {
   return {
     figures,
+    probe: u.probe,
     server: u.server,
     sidecarsCpuPct: u.sc.cpuPct,
     pgCpuPct: u.pg?.cpuPct ?? null,
@@ -135,9 +147,10 @@ async function startControlPlane(script: string, db: Db, dir: string, key: strin
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const env: Record<string, string> = { SVC_BOOTSTRAP_KEY: key, SVC_PUBLIC_URL: url };
+  env.NODE_OPTIONS = `--import=${PROBE}`;
   if (PROFILE_DIR) {
     const name = `${db.name}-${tag}-${Date.now()}.cpuprofile`;
-    env.NODE_OPTIONS = `--cpu-prof --cpu-prof-dir=${PROFILE_DIR} --cpu-prof-name=${name}`;
+    env.NODE_OPTIONS += ` --cpu-prof --cpu-prof-dir=${PROFILE_DIR} --cpu-prof-name=${name}`;
   }
   const child = startChild(
     script,
@@ -181,7 +194,7 @@ async function runOne(dbKind: string, hosts: number, run: number): Promise<RunRe
 
   let stopWatch = watchAll(cp.child, sc, db);
   await sleep(IDLE_SECONDS * 1000);
-  const idleU = stopWatch();
+  const idleU = await stopWatch();
 
   t0 = performance.now();
   const placed: Placed[] = await createEnvs(a, envs);
@@ -193,7 +206,8 @@ async function runOne(dbKind: string, hosts: number, run: number): Promise<RunRe
   stopWatch = watchAll(cp.child, sc, db);
   const gen = watch(process.pid);
   const httpFigures = await openLoop(RATE, SECONDS, http.fire);
-  const httpResult = loadResult(httpFigures, stopWatch(), gen.stop());
+  const genUsage = gen.stop();
+  const httpResult = loadResult(httpFigures, await stopWatch(), genUsage);
   http.close();
   log(`HTTP exec: p99 ${httpFigures.p99.toFixed(1)} ms; restarting as the dispatcher harness`);
 
@@ -222,7 +236,7 @@ async function runOne(dbKind: string, hosts: number, run: number): Promise<RunRe
   await measuring;
   stopWatch = watchAll(hs.child, sc, db);
   const hubFigures = (await loaded).figures;
-  const hubResult = loadResult(hubFigures, stopWatch(), null);
+  const hubResult = loadResult(hubFigures, await stopWatch(), null);
   const st = await askSidecars<SidecarStats>(sc, { op: 'stats' }, 'stats');
 
   await hs.child.stop();
@@ -237,7 +251,12 @@ async function runOne(dbKind: string, hosts: number, run: number): Promise<RunRe
     baselineRss,
     mintMs,
     join: { ms: joined.ms, p50: joined.p50, p99: joined.p99, failed: joined.failed, errors: joined.errors },
-    idle: { server: idleU.server, sidecarsCpuPct: idleU.sc.cpuPct, pgCpuPct: idleU.pg?.cpuPct ?? null },
+    idle: {
+      server: idleU.server,
+      sidecarsCpuPct: idleU.sc.cpuPct,
+      pgCpuPct: idleU.pg?.cpuPct ?? null,
+      probe: idleU.probe,
+    },
     envsMs,
     http: httpResult,
     reconnect: { ms: re.ms, p99: re.p99, failed: re.failed },

@@ -1,0 +1,66 @@
+// Preloaded into the control plane by the hub benchmark (NODE_OPTIONS=--import), so the
+// unmodified program can say where its latency tail comes from: event-loop stalls and garbage
+// collection pauses over a window the benchmark opens and closes over the IPC channel.
+// The benchmark's own harness (hub-server.ts) also times the hub's heartbeat flushes.
+import { monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
+
+export interface Probe {
+  op: 'probe';
+  /** Event-loop stalls p99 and max, ms: how late a 10 ms timer ran. */
+  loopP99: number;
+  loopMax: number;
+  gcCount: number;
+  gcMs: number;
+  gcMaxMs: number;
+  /** Mark-compact (full) collections among them. */
+  majorGcs: number;
+  /** Heartbeat flushes (hub-server.ts only): how many, longest and total time, ms. */
+  flushes?: { count: number; maxMs: number; totalMs: number };
+}
+
+export type ToProbe = { op: 'probe-start' } | { op: 'probe-stop' };
+
+/** Set by hub-server.ts, which can see the hub: the flush timings of the current window. */
+export const flushTimes = { count: 0, maxMs: 0, totalMs: 0, on: false };
+
+const MAJOR = 4;
+/** The delay monitor's timer period; its samples include it, so it is taken off. */
+const RESOLUTION_MS = 10;
+const stall = (ns: number) => Math.max(0, ns / 1e6 - RESOLUTION_MS); // perf_hooks constants.NODE_PERFORMANCE_GC_MAJOR
+
+let loop: ReturnType<typeof monitorEventLoopDelay> | null = null;
+let gc = { count: 0, ms: 0, maxMs: 0, major: 0 };
+const observer = new PerformanceObserver((list) => {
+  for (const e of list.getEntries()) {
+    gc.count++;
+    gc.ms += e.duration;
+    gc.maxMs = Math.max(gc.maxMs, e.duration);
+    if ((e as unknown as { detail?: { kind?: number } }).detail?.kind === MAJOR) gc.major++;
+  }
+});
+
+process.on('message', (m: ToProbe) => {
+  if (m?.op === 'probe-start') {
+    loop = monitorEventLoopDelay({ resolution: RESOLUTION_MS });
+    loop.enable();
+    gc = { count: 0, ms: 0, maxMs: 0, major: 0 };
+    observer.observe({ entryTypes: ['gc'] });
+    Object.assign(flushTimes, { count: 0, maxMs: 0, totalMs: 0, on: true });
+  } else if (m?.op === 'probe-stop' && loop) {
+    loop.disable();
+    observer.disconnect();
+    flushTimes.on = false;
+    const probe: Probe = {
+      op: 'probe',
+      loopP99: stall(loop.percentile(99)),
+      loopMax: stall(loop.max),
+      gcCount: gc.count,
+      gcMs: gc.ms,
+      gcMaxMs: gc.maxMs,
+      majorGcs: gc.major,
+      ...(flushTimes.count ? { flushes: { ...flushTimes } } : {}),
+    };
+    process.send?.(probe);
+    loop = null;
+  }
+});
