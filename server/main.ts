@@ -4,6 +4,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { type Config, ConfigError, parseConfig } from './config/config.ts';
 import type { AppContext } from './context.ts';
 import { openDb } from './db/open.ts';
+import { type DevSidecar, saveDevKey, startDevSidecar } from './dev.ts';
 import { consumeJoinToken, mintJoinToken, recordJoinedHost } from './hosts/join-tokens.ts';
 import { ensureDriverHosts } from './hosts/targets.ts';
 import { type App, createHttpApp } from './http/app.ts';
@@ -125,9 +126,21 @@ export async function main(argv: string[]): Promise<void> {
     }
     throw err;
   }
+  const say = (line: string) => process.stderr.write(`${line}\n`);
   let server: Server;
+  let dev: DevSidecar | null = null;
   try {
-    server = await startServer(config);
+    server = await startServer(config, {
+      // In dev mode a generated key is also kept on disk, so a restart does not lose it.
+      announce: config.dev
+        ? (line) => {
+            say(line);
+            const key = /(dak_\S+)$/.exec(line)?.[1];
+            if (key) say(`(also saved to ${saveDevKey(key)})`);
+          }
+        : undefined,
+    });
+    if (config.dev) dev = await startDevSidecar(server.ctx.db, server.url, say);
   } catch (err) {
     process.stderr.write(`svc-server: ${(err as Error).message}\n`);
     process.exit(1);
@@ -138,6 +151,7 @@ export async function main(argv: string[]): Promise<void> {
   );
   const stop = async (signal: string) => {
     server.app.log.info({ signal }, 'shutting down');
+    await dev?.stop();
     await server.close();
     process.exit(0);
   };

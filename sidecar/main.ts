@@ -39,6 +39,21 @@ function probeTargets(): string[] | undefined {
     : undefined;
 }
 
+/** With SVC_EXIT_WITH_PARENT=<pid> (svc-server --dev), stop when that process is gone. */
+function watchParent(stop: () => void): void {
+  const pid = Number(process.env.SVC_EXIT_WITH_PARENT);
+  if (!pid) return;
+  const timer = setInterval(() => {
+    try {
+      process.kill(pid, 0);
+    } catch {
+      clearInterval(timer);
+      stop();
+    }
+  }, 1000);
+  timer.unref();
+}
+
 export async function runSidecar(opts: SidecarOptions): Promise<number> {
   const saved = loadState(opts.statePath);
   if (opts.verb === 'run' && !saved)
@@ -99,6 +114,7 @@ export async function runSidecar(opts: SidecarOptions): Promise<number> {
   };
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);
+  watchParent(stop);
   log(
     `svcd ${VERSION}: storage ${storage.kind} under ${dataDir}, ${tool.flavor === 'v2' ? 'docker compose' : 'docker-compose'}`,
   );
@@ -126,7 +142,8 @@ export async function main(argv: string[]): Promise<void> {
       await install(opts);
       return;
     }
-    process.exitCode = await runSidecar(opts);
+    // Exit at once: idle keep-alive sockets to the Docker engine would otherwise hold the process.
+    process.exit(await runSidecar(opts));
   } catch (err) {
     log((err as Error).message);
     process.exitCode = err instanceof UsageError ? 2 : 1;
