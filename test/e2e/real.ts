@@ -26,13 +26,14 @@ export interface Real {
   listener: { port: number; hits: number; server: Server };
   sidecar: ChildProcess;
   log(): string;
-  startSidecar(): Promise<void>;
+  /** Starts svcd; the first start joins with `joinToken` (default: one minted with the bootstrap key). */
+  startSidecar(joinToken?: string): Promise<void>;
   killSidecar(): Promise<void>;
   close(): Promise<void>;
 }
 
-export async function startReal(): Promise<Real> {
-  const t = await startTestServer('sqlite');
+export async function startReal(opts: { env?: Record<string, string>; join?: boolean } = {}): Promise<Real> {
+  const t = await startTestServer('sqlite', opts.env ?? {});
   const dir = mkdtempSync(join(tmpdir(), 'svc-e2e-'));
   const dataDir = join(dir, 'data');
   const listener = {
@@ -46,8 +47,7 @@ export async function startReal(): Promise<Real> {
   };
   await new Promise<void>((r) => listener.server.listen(0, '0.0.0.0', () => r()));
   listener.port = (listener.server.address() as { port: number }).port;
-  const jt = await t.req('POST', '/v1/join-tokens', { body: {} });
-  assert.equal(jt.status, 201);
+  let token = '';
   let out = '';
   const real: Real = {
     t,
@@ -56,14 +56,20 @@ export async function startReal(): Promise<Real> {
     listener,
     sidecar: null as unknown as ChildProcess,
     log: () => out,
-    async startSidecar() {
+    async startSidecar(joinToken?: string) {
+      if (joinToken) token = joinToken;
+      if (!token) {
+        const jt = await t.req('POST', '/v1/join-tokens', { body: {} });
+        assert.equal(jt.status, 201);
+        token = jt.body.token;
+      }
       const args = [
         'programs/svcd.ts',
         'join',
         '--server',
         t.url,
         '--token',
-        jt.body.token,
+        token,
         '--state',
         join(dir, 'host.json'),
         '--data',
@@ -77,9 +83,9 @@ export async function startReal(): Promise<Real> {
       child.stdout?.on('data', (d) => (out += d));
       real.sidecar = child;
       const start = Date.now();
+      const from = out.length;
       for (;;) {
-        const hosts = (await t.req('GET', '/v1/hosts')).body.hosts;
-        if (hosts.some((h: any) => h.connected)) return;
+        if (/connected to /.test(out.slice(from))) return;
         if (child.exitCode !== null || Date.now() - start > 30_000)
           throw new Error(`svcd did not connect:\n${out}`);
         await new Promise((r) => setTimeout(r, 100));
@@ -99,7 +105,7 @@ export async function startReal(): Promise<Real> {
       rmSync(dir, { recursive: true, force: true });
     },
   };
-  await real.startSidecar();
+  if (opts.join !== false) await real.startSidecar();
   return real;
 }
 
