@@ -116,7 +116,7 @@ export class Engine {
   /** Resolves with the final status when the deployment finishes (or null at the timeout). */
   async waitFinished(id: string, timeoutMs: number): Promise<DeploymentStatus | null> {
     const current = await getDeploymentAnyTeam(this.db, id);
-    if (current && current.FinishedAt) return current.Status;
+    if (current?.FinishedAt) return current.Status;
     return new Promise((resolve) => {
       const timer = setTimeout(() => {
         this.#finished.off(id, done);

@@ -245,7 +245,7 @@ export class Hub implements HostConnectivity, Transport {
 
   async #known(ws: WebSocket, hello: HelloPayload): Promise<Conn | null> {
     const row = await getHostRow(this.#db, hello.host_id);
-    if (!row || row.kind !== 'sidecar' || !row.secret_hash || !secretMatches(hello.token, row.secret_hash)) {
+    if (row?.kind !== 'sidecar' || !row.secret_hash || !secretMatches(hello.token, row.secret_hash)) {
       refuse(ws, 'hello: unknown host or bad host secret');
       return null;
     }

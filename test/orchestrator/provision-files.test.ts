@@ -20,7 +20,7 @@ forEachDialect('provision and join through a cloud', (dialect) => {
   const made: string[] = [];
   // Stands in for a VM cloud: "creating a machine" starts a fake sidecar that joins with the token.
   const provisioner: Provisioner = {
-    async provision(cloud, req) {
+    async provision(_cloud, req) {
       made.push(req.joinToken);
       setTimeout(() => void new FakeSidecar(req.serverUrl).connect(req.joinToken), 50);
       return { ref: `vm-${made.length}`, ip: '203.0.113.7', name: req.name };

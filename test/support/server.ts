@@ -31,7 +31,6 @@ export interface ReqOpts {
 }
 export interface Res {
   status: number;
-  // biome-ignore lint/suspicious/noExplicitAny: tests index into arbitrary JSON.
   body: any;
   headers: Headers;
 }

@@ -16,7 +16,7 @@ const p = (ctx: Ctx) => ctx.params as unknown as ForkParams;
 
 async function sourceVersion(ctx: Ctx) {
   const v = await getVersion(ctx.deps.db, ctx.dep.TeamID, p(ctx).version);
-  if (!v || !v.Healthy || !v.Snapshot) throw new Error(`version ${p(ctx).version} is not a healthy snapshot`);
+  if (!v?.Healthy || !v.Snapshot) throw new Error(`version ${p(ctx).version} is not a healthy snapshot`);
   return v;
 }
 
