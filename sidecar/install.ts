@@ -5,6 +5,7 @@ import { execFileSync } from 'node:child_process';
 import { chmodSync, copyFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import type { SidecarOptions } from './options.ts';
+import { isSingleExecutable } from './sea.ts';
 
 export const UNIT = `[Unit]
 Description=svc sidecar (svcd)
@@ -35,7 +36,7 @@ function envFile(o: SidecarOptions): string {
 
 /** A packaged sidecar copies its own binary; a source checkout installs a launcher for it. */
 async function placeBinary(target: string): Promise<void> {
-  const sea = await import('node:sea').then((m) => m.isSea()).catch(() => false);
+  const sea = await isSingleExecutable();
   if (sea) {
     copyFileSync(process.execPath, target);
   } else {

@@ -12,6 +12,7 @@ import { install } from './install.ts';
 import { Link, Refused } from './link.ts';
 import { defaultDataDir, parseOptions, type SidecarOptions, UsageError } from './options.ts';
 import { Runner } from './runner.ts';
+import { PROBE_VERB, probeCommand, runProbeVerb } from './sea.ts';
 import { type HostState, loadState, saveState } from './state.ts';
 import { openStorage } from './storage/index.ts';
 
@@ -85,7 +86,7 @@ export async function runSidecar(opts: SidecarOptions): Promise<number> {
     storage,
     tool,
     docker,
-    probe: { internetTargets: probeTargets() },
+    probe: { internetTargets: probeTargets(), command: await probeCommand() },
     log,
     readers: new Map(),
   };
@@ -132,6 +133,7 @@ export async function runSidecar(opts: SidecarOptions): Promise<number> {
 }
 
 export async function main(argv: string[]): Promise<void> {
+  if (argv[0] === PROBE_VERB) return runProbeVerb(argv.slice(1));
   try {
     const opts = parseOptions(argv);
     if (opts.verb === 'version') {
