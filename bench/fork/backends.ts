@@ -1,13 +1,4 @@
-// Fork benchmark: how long each storage backend available on this machine takes to clone a
-// volume of 5 MB and of 500 MB (many small files plus one large file), next to `cp -a` of the same
-// data in the same run. On copy-on-write backends the clone should not depend on the data size.
-//
-//   node bench/fork/backends.ts [--runs 5] [--sizes 5,500] [--only dir,xfs,btrfs,zfs]
-//
-// Needs root for the loop devices and zfs-fuse; backends that cannot run here are listed as
-// skipped with the reason. Timings are medians; setup and cleanup between runs are not timed.
-import { randomFillSync } from 'node:crypto';
-import { mkdir, open, rm } from 'node:fs/promises';
+import { rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -21,6 +12,7 @@ import {
   zfsPool,
 } from '../../sidecar/storage/fixtures.ts';
 import { openStorage, type StorageBackend } from '../../sidecar/storage/index.ts';
+import { SMALL_FILES, writeVolume } from './volume.ts';
 
 const { values } = parseArgs({
   options: {
@@ -32,8 +24,6 @@ const { values } = parseArgs({
 const RUNS = Math.max(1, Number(values.runs));
 const SIZES_MB = values.sizes.split(',').map(Number);
 const ONLY = new Set(values.only.split(','));
-const SMALL_FILES = 256;
-const SMALL_FILE_BYTES = 4096;
 
 interface Setup {
   key: string;
@@ -50,28 +40,6 @@ const setups: Setup[] = [
 
 function tierOrFalse(tier: FsTier): false | string {
   return ONLY.has(tier) ? fsTier(tier) : false;
-}
-
-/** 256 files of 4 KiB in 16 directories, and one file holding the rest of `mb` megabytes. */
-async function writeVolume(dir: string, mb: number): Promise<void> {
-  const small = Buffer.alloc(SMALL_FILE_BYTES);
-  for (let i = 0; i < SMALL_FILES; i++) {
-    const sub = join(dir, `d${i % 16}`);
-    await mkdir(sub, { recursive: true });
-    const fh = await open(join(sub, `f${i}`), 'w');
-    await fh.write(randomFillSync(small));
-    await fh.close();
-  }
-  const fh = await open(join(dir, 'large.bin'), 'w');
-  const chunk = Buffer.alloc(1024 * 1024);
-  let left = mb * 1024 * 1024 - SMALL_FILES * SMALL_FILE_BYTES;
-  while (left > 0) {
-    const n = Math.min(left, chunk.length);
-    await fh.write(randomFillSync(chunk), 0, n);
-    left -= n;
-  }
-  await fh.sync();
-  await fh.close();
 }
 
 async function timed(fn: () => Promise<unknown>): Promise<number> {
