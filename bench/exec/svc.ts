@@ -102,6 +102,12 @@ try {
   console.log(
     `\nsvc overhead over raw Engine API exec at p50: ${(pct(ms[0], 50) - pct(ms[1], 50)).toFixed(1)} ms (goal < 10 ms)`,
   );
+  const del = await t.req('DELETE', `/v1/envs/${env}`);
+  for (;;) {
+    const r = await t.req('GET', `/v1/deployments/${del.body.deployment.ID}`);
+    if (r.body.deployment.FinishedAt) break;
+    await new Promise((res) => setTimeout(res, 100));
+  }
 } finally {
   child.kill('SIGTERM');
   await new Promise((r) => child.once('exit', r));

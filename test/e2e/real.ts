@@ -99,6 +99,7 @@ export async function startReal(opts: { env?: Record<string, string>; join?: boo
       await gone;
     },
     async close() {
+      await destroyAll(t, real).catch((err) => process.stderr.write(`e2e cleanup: ${err.message}\n`));
       await real.killSidecar().catch(() => {});
       listener.server.close();
       await t.close();
@@ -157,4 +158,31 @@ export async function exec(t: TestServer, env: string, service: string, cmd: str
   const r = await t.req('POST', `/v1/envs/${env}/exec`, { body: { service, cmd, timeout_sec: 60 } });
   assert.equal(r.status, 200, JSON.stringify(r.body));
   return r.body as { exit_code: number; stdout: string; stderr: string };
+}
+
+/**
+ * Destroys every environment a test left (through the API, while the sidecar runs, so firewall
+ * rules and datasets go too), then sweeps any Docker object still labelled with their projects.
+ */
+async function destroyAll(t: TestServer, real: Real): Promise<void> {
+  const envs = await t.server.ctx.db.all<{ id: string }>(
+    "SELECT id FROM environments WHERE status <> 'destroyed'",
+  );
+  if (real.sidecar && real.sidecar.exitCode === null) {
+    const ids: string[] = [];
+    for (const e of envs) {
+      const r = await t.req('DELETE', `/v1/envs/${e.id}`);
+      if (r.status === 202) ids.push(r.body.deployment.ID);
+    }
+    for (const id of ids) await finished(t, id, 120_000).catch(() => {});
+  }
+  for (const e of envs) {
+    for (const line of leftovers(e.id)) {
+      const [kind, name] = line.split(' ');
+      const cmd = kind === 'container' ? ['rm', '-f', name] : [kind, 'rm', name];
+      try {
+        execFileSync('docker', cmd, { stdio: 'ignore' });
+      } catch {}
+    }
+  }
 }
