@@ -14,6 +14,8 @@ export interface Probe {
   gcMaxMs: number;
   /** Mark-compact (full) collections among them. */
   majorGcs: number;
+  /** process.memoryUsage() at the end of the window, MiB: what the RSS is made of. */
+  memory: { heapUsed: number; heapTotal: number; external: number; arrayBuffers: number };
   /** Heartbeat flushes (hub-server.ts only): how many, longest and total time, ms. */
   flushes?: { count: number; maxMs: number; totalMs: number };
 }
@@ -39,6 +41,17 @@ const observer = new PerformanceObserver((list) => {
   }
 });
 
+function memoryMiB(): Probe['memory'] {
+  const m = process.memoryUsage();
+  const mib = (b: number) => Math.round(b / 1048576);
+  return {
+    heapUsed: mib(m.heapUsed),
+    heapTotal: mib(m.heapTotal),
+    external: mib(m.external),
+    arrayBuffers: mib(m.arrayBuffers),
+  };
+}
+
 process.on('message', (m: ToProbe) => {
   if (m?.op === 'probe-start') {
     loop = monitorEventLoopDelay({ resolution: RESOLUTION_MS });
@@ -58,6 +71,7 @@ process.on('message', (m: ToProbe) => {
       gcMs: gc.ms,
       gcMaxMs: gc.maxMs,
       majorGcs: gc.major,
+      memory: memoryMiB(),
       ...(flushTimes.count ? { flushes: { ...flushTimes } } : {}),
     };
     process.send?.(probe);

@@ -119,7 +119,8 @@ function stalls(p: Probe): string {
     : '';
   return (
     `control plane event-loop stall p99 ${f1(p.loopP99)} ms, max ${f0(p.loopMax)} ms; ` +
-    `GC ${p.gcCount} pauses, ${f0(p.gcMs)} ms in all, longest ${f1(p.gcMaxMs)} ms, ${p.majorGcs} full${flush}`
+    `GC ${p.gcCount} pauses, ${f0(p.gcMs)} ms in all, longest ${f1(p.gcMaxMs)} ms, ${p.majorGcs} full${flush}; ` +
+    `memory: JS heap ${p.memory.heapUsed} of ${p.memory.heapTotal} MiB, external ${p.memory.external} MiB`
   );
 }
 
