@@ -95,7 +95,8 @@ export async function isolateBridge(
         await ensureJump(program, chain);
         break;
       } catch (err) {
-        if (attempt >= 3) throw err;
+        if (attempt >= 5) throw err;
+        await new Promise((r) => setTimeout(r, 50 * attempt));
       }
     }
   }

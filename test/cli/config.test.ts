@@ -111,7 +111,10 @@ describe('credential and server precedence', () => {
   test('the default server is http://localhost:8080, also when SVC_API_KEY hides the file server', async (ctx) => {
     const fake = await listenOn8080();
     if (!fake) {
-      ctx.skip('port 8080 is taken on this machine');
+      // Where every tier is required (CI), a busy port is a failure, never a silent skip.
+      if (process.env.SVC_REQUIRE_TIERS)
+        assert.fail('port 8080 is taken: the default-server test cannot run');
+      ctx.skip('*** port 8080 is taken on this machine: the default-server test cannot run ***');
       return;
     }
     try {
