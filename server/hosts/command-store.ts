@@ -37,10 +37,8 @@ export async function insertCommand(q: Queryable, c: NewCommand): Promise<void> 
   );
 }
 
-export async function markAcked(q: Queryable, id: string): Promise<void> {
-  await updateColumns(q, 'commands', { status: 'acked', acked_at: now() }, "id = ? AND status = 'sent'", [
-    id,
-  ]);
+export async function markAcked(q: Queryable, id: string, at: string = now()): Promise<void> {
+  await updateColumns(q, 'commands', { status: 'acked', acked_at: at }, "id = ? AND status = 'sent'", [id]);
 }
 
 /** Stores the one outcome of a command. Returns false when the command had already finished. */
@@ -48,6 +46,7 @@ export async function finishCommand(
   q: Queryable,
   id: string,
   outcome: { ok: true; result: unknown } | { ok: false; error: string },
+  ackedAt?: string,
 ): Promise<boolean> {
   const changed = await updateColumns(
     q,
@@ -56,6 +55,7 @@ export async function finishCommand(
       status: outcome.ok ? 'succeeded' : 'failed',
       result: outcome.ok ? json(outcome.result) : undefined,
       error: outcome.ok ? undefined : outcome.error,
+      acked_at: ackedAt,
       finished_at: now(),
     },
     'id = ? AND finished_at IS NULL',

@@ -6,6 +6,7 @@ import type { CommandKind, Payloads, Results } from '../../protocol/commands.ts'
 import { type Frame, frame } from '../../protocol/frames.ts';
 import { newId, PREFIX } from '../../protocol/ids.ts';
 import type { Db } from '../db/types.ts';
+import { now } from '../db/types.ts';
 import { appendEvent } from '../events/store.ts';
 import { finishCommand, getCommand, insertCommand, markAcked } from './command-store.ts';
 import { checkResult } from './result-check.ts';
@@ -45,6 +46,13 @@ interface Pending {
   reject: (e: Error) => void;
 }
 
+/**
+ * An ack is written to the command row only when the command is still running this long after
+ * it: most commands (exec, put, get) finish sooner, and their ack time goes in with the result,
+ * which saves one of three row writes per command.
+ */
+export const ACK_WRITE_AFTER_MS = 1000;
+
 export const PHASE_TIMEOUT_MS = 15 * 60_000;
 
 export class Dispatcher {
@@ -53,6 +61,7 @@ export class Dispatcher {
   #drivers: Map<string, Driver>;
   #pending = new Map<string, Pending>();
   #queues = new Map<string, Promise<void>>();
+  #acks = new Map<string, { at: string; timer: NodeJS.Timeout }>();
   /** Bound of a command that names none: the phase bound (tests shorten it). */
   defaultTimeoutMs = PHASE_TIMEOUT_MS;
 
@@ -115,11 +124,11 @@ export class Dispatcher {
     });
     try {
       const result = await Promise.race([outcome, timeout]);
-      await finishCommand(this.#db, id, { ok: true, result });
+      await finishCommand(this.#db, id, { ok: true, result }, this.#takeAck(id));
       return result;
     } catch (err) {
       const message = (err as Error).message;
-      await finishCommand(this.#db, id, { ok: false, error: message });
+      await finishCommand(this.#db, id, { ok: false, error: message }, this.#takeAck(id));
       throw err instanceof CommandError ? err : new CommandError(message, id);
     } finally {
       clearTimeout(timer);
@@ -153,7 +162,22 @@ export class Dispatcher {
 
   async handleAck(hostId: string, f: Frame): Promise<void> {
     const p = this.#pending.get(f.command_id as string);
-    if (p && p.hostId === hostId) await markAcked(this.#db, p.id);
+    if (!p || p.hostId !== hostId || this.#acks.has(p.id)) return;
+    const at = now();
+    const timer = setTimeout(() => {
+      if (this.#pending.has(p.id)) void markAcked(this.#db, p.id, at).catch(() => {});
+    }, ACK_WRITE_AFTER_MS);
+    timer.unref();
+    this.#acks.set(p.id, { at, timer });
+  }
+
+  /** The ack time for the result's row write (and no separate write any more). */
+  #takeAck(id: string): string | undefined {
+    const a = this.#acks.get(id);
+    if (!a) return undefined;
+    clearTimeout(a.timer);
+    this.#acks.delete(id);
+    return a.at;
   }
 
   async handleProgress(hostId: string, f: Frame): Promise<void> {

@@ -153,6 +153,29 @@ forEachDialect('failures: disconnects, timeouts, duplicates, ordering', (dialect
     assert.deepEqual(rb.body, { exit_code: 7, stdout: 'B', stderr: 'e' });
   });
 
+  test('the ack time is stored with the result; a command still running after 1 s has its ack written', async () => {
+    const quick = await w.t.req('POST', `/v1/envs/${w.alpha}/exec`, {
+      body: { service: 'app', cmd: ['quick'] },
+    });
+    assert.equal(quick.status, 200);
+    const row = await w.t.server.ctx.db.get<{ acked_at: string | null; status: string }>(
+      "SELECT acked_at, status FROM commands WHERE kind = 'env.exec' ORDER BY created_at DESC LIMIT 1",
+    );
+    assert.equal(row?.status, 'succeeded');
+    assert.ok(row?.acked_at);
+    w.sc.handlers['env.exec'] = () =>
+      new Promise((r) => setTimeout(() => r({ exit_code: 0, stdout: '', stderr: '' }), 1600));
+    const slow = w.t.req('POST', `/v1/envs/${w.alpha}/exec`, { body: { service: 'app', cmd: ['slow'] } });
+    await waitFor(async () => {
+      const r = await w.t.server.ctx.db.get<{ status: string }>(
+        "SELECT status FROM commands WHERE kind = 'env.exec' ORDER BY created_at DESC LIMIT 1",
+      );
+      return r?.status === 'acked';
+    });
+    assert.equal((await slow).status, 200);
+    delete w.sc.handlers['env.exec'];
+  });
+
   test('a malformed result fails the phase with a clear reason', async () => {
     w.sc.handlers['env.create'] = () => ({ endpoints: 'nope' });
     const { deployment } = await deploy(w, SIMPLE_COMPOSE);
