@@ -23,7 +23,7 @@ import { type Db, now } from '../db/types.ts';
 import { appendEvent } from '../events/store.ts';
 import { hashSecret, secretMatches } from '../identity/secrets.ts';
 import type { Dispatcher, Transport } from './dispatcher.ts';
-import { getHostRow, insertHost, updateHost } from './store.ts';
+import { getHostRow, insertHost, setLastSeen, updateHost } from './store.ts';
 
 export const HELLO_TIMEOUT_MS = 10_000;
 const SWEEP_EVERY_MS = 5_000;
@@ -294,12 +294,7 @@ export class Hub implements HostConnectivity, Transport {
     if (this.#seen.size === 0) return;
     const batch = [...this.#seen];
     this.#seen.clear();
-    await this.#db
-      .transaction(async (tx) => {
-        for (const [id, at] of batch)
-          await tx.run('UPDATE hosts SET last_seen_at = ? WHERE id = ?', [at, id]);
-      })
-      .catch((err) => this.#log.warn({ err }, 'heartbeat flush failed'));
+    await setLastSeen(this.#db, batch).catch((err) => this.#log.warn({ err }, 'heartbeat flush failed'));
   }
 
   async close(): Promise<void> {

@@ -2,7 +2,7 @@
 // (one per hosted-provider cloud, run in-process). `connected` is not stored: it is the hub's
 // live view for sidecars and always true for drivers.
 import { newId, PREFIX } from '../../protocol/ids.ts';
-import { json, now, parseJson, type Queryable, updateColumns } from '../db/types.ts';
+import { type Db, json, now, parseJson, type Queryable, updateColumns } from '../db/types.ts';
 
 /** `connected` for driver hosts; `unreachable` once a sidecar's stream drops. Ours: `new` before the first hello completes. */
 export type HostStatus = 'connected' | 'unreachable' | 'new';
@@ -155,4 +155,28 @@ export async function insertDriverHost(
     [id, h.teamId, h.cloudId, h.name, h.kind, json(h.capabilities), now()],
   );
   return r.changes > 0;
+}
+
+const FLUSH_CHUNK = 1000;
+
+/**
+ * Heartbeat times of many hosts at once. Postgres takes one UPDATE … FROM (VALUES …) per chunk (a
+ * statement per host cost seconds at 10,000 hosts); SQLite's per-row statements in one
+ * transaction are already cheap in-process.
+ */
+export async function setLastSeen(db: Db, seen: [id: string, at: string][]): Promise<void> {
+  await db.transaction(async (tx) => {
+    if (db.dialect.name !== 'postgres') {
+      for (const [id, at] of seen) await tx.run('UPDATE hosts SET last_seen_at = ? WHERE id = ?', [at, id]);
+      return;
+    }
+    for (let i = 0; i < seen.length; i += FLUSH_CHUNK) {
+      const chunk = seen.slice(i, i + FLUSH_CHUNK);
+      await tx.run(
+        `UPDATE hosts SET last_seen_at = v.at FROM (VALUES ${chunk.map(() => '(?, ?)').join(', ')}) AS v(id, at)
+         WHERE hosts.id = v.id`,
+        chunk.flat(),
+      );
+    }
+  });
 }

@@ -130,6 +130,29 @@ forEachDialect('host stream', (dialect) => {
     assert.equal((await big.closed).code, 1009);
   });
 
+  test('heartbeat flushes write every host, across chunks', async () => {
+    const { insertHost, setLastSeen } = await import('../../server/hosts/store.ts');
+    const team = (await t.server.ctx.db.get<{ id: string }>('SELECT id FROM teams LIMIT 1'))!.id;
+    const ids: string[] = [];
+    for (let i = 0; i < 1200; i++)
+      ids.push(
+        (await insertHost(t.server.ctx.db, { teamId: team, name: `h${i}`, status: 'unreachable' })).ID,
+      );
+    await setLastSeen(
+      t.server.ctx.db,
+      ids.map((id, i) => [id, `2030-01-01T00:00:${String(i % 60).padStart(2, '0')}.000Z`]),
+    );
+    const rows = await t.server.ctx.db.all<{ id: string; last_seen_at: string }>(
+      `SELECT id, last_seen_at FROM hosts WHERE last_seen_at LIKE '2030-%'`,
+    );
+    assert.equal(rows.length, 1200);
+    const byId = new Map(rows.map((r) => [r.id, r.last_seen_at]));
+    assert.equal(byId.get(ids[1061]), '2030-01-01T00:00:41.000Z');
+    await t.server.ctx.db.run(
+      "DELETE FROM hosts WHERE name LIKE 'h%' AND status = 'unreachable' AND last_seen_at LIKE '2030-%'",
+    );
+  });
+
   test('events frames are stored on host:<id>; progress frames on cmd:<id>', async () => {
     const sc = await joinFake(t);
     sc.send(frame('event', { kind: 'disk.low', payload: { free_gb: 1 } }));
