@@ -1,4 +1,5 @@
-// A Postgres + Redis stack on real Docker: the snapshot checkpoints both (CHECKPOINT, BGSAVE), the
+// A Postgres + Redis + MariaDB stack on real Docker: the snapshot checkpoints all three
+// (CHECKPOINT, BGSAVE, FLUSH TABLES with the root password from the service's environment), the
 // data survives snapshot → write → rollback, and a fork of the snapshot is an independent copy.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
@@ -25,10 +26,21 @@ services:
       test: ["CMD", "redis-cli", "ping"]
       interval: 1s
       retries: 120
-volumes: {pgdata: {}, redisdata: {}}
+  sql:
+    image: ${PGREDIS_IMAGE}
+    command: [mysql]
+    environment: {MARIADB_ROOT_PASSWORD: s3cret}
+    volumes: [mysqldata:/var/lib/mysql]
+    healthcheck:
+      test: ["CMD", "mariadb-admin", "-uroot", "-ps3cret", "ping"]
+      interval: 1s
+      retries: 120
+volumes: {pgdata: {}, redisdata: {}, mysqldata: {}}
 `;
 
-describe('Postgres and Redis data across snapshot, rollback and fork', { skip: tier('docker') }, () => {
+describe('Postgres, Redis and MariaDB data across snapshot, rollback and fork', {
+  skip: tier('docker'),
+}, () => {
   let r: Real;
   let env: string;
   const sql = async (e: string, q: string) =>
@@ -37,6 +49,11 @@ describe('Postgres and Redis data across snapshot, rollback and fork', { skip: t
     ).stdout.trim();
   const redis = async (e: string, ...args: string[]) =>
     (await exec(r.t, e, 'cache', ['redis-cli', ...args])).stdout.trim();
+  const maria = async (e: string, q: string) => {
+    const out = await exec(r.t, e, 'sql', ['mariadb', '-uroot', '-ps3cret', '-N', '-e', q]);
+    assert.equal(out.exit_code, 0, out.stderr);
+    return out.stdout.trim();
+  };
   before(async () => {
     await ensureTestImages({ postgres: true });
     r = await startReal();
@@ -48,15 +65,19 @@ describe('Postgres and Redis data across snapshot, rollback and fork', { skip: t
   });
   after(async () => r?.close());
 
-  test('snapshot checkpoints both databases; rollback restores both; the fork stays independent', async () => {
+  test('snapshot checkpoints every database; rollback restores them; the fork stays independent', async () => {
     await sql(env, "CREATE TABLE t (v text); INSERT INTO t VALUES ('v1')");
     assert.equal(await sql(env, 'SELECT v FROM t'), 'v1');
     assert.equal(await redis(env, 'SET', 'k', 'v1'), 'OK');
+    await maria(
+      env,
+      "CREATE DATABASE app; CREATE TABLE app.t (v varchar(8)); INSERT INTO app.t VALUES ('v1')",
+    );
     const s = await r.t.req('POST', `/v1/envs/${env}/snapshot`);
     const snap = await finished(r.t, s.body.deployment.ID);
     assert.equal(snap.deployment.Status, 'succeeded', snap.deployment.Error);
     assert.equal(snap.phases[0].Evidence.consistent, true);
-    assert.equal(snap.phases[0].Evidence.datasets.length, 2);
+    assert.equal(snap.phases[0].Evidence.datasets.length, 3);
     const cmd = await r.t.server.ctx.db.get<{ id: string }>(
       "SELECT id FROM commands WHERE kind = 'env.snapshot' AND env_id = ? ORDER BY created_at DESC",
       [env],
@@ -66,27 +87,34 @@ describe('Postgres and Redis data across snapshot, rollback and fork', { skip: t
       .join('\n');
     assert.match(lines, /checkpointed postgres in db/);
     assert.match(lines, /checkpointed redis in cache/);
+    assert.match(lines, /checkpointed mysql in sql \(FLUSH TABLES/);
     const v = snap.deployment.VersionID;
 
     await sql(env, "UPDATE t SET v = 'v2'");
     await redis(env, 'SET', 'k', 'v2');
+    await maria(env, "UPDATE app.t SET v = 'v2'");
     const f = await r.t.req('POST', `/v1/envs/${env}/fork`, { body: { version: v, name: 'branch' } });
     const fork = await finished(r.t, f.body.deployment.ID);
     assert.equal(fork.deployment.Status, 'succeeded', fork.deployment.Error);
     const forkEnv = fork.deployment.EnvID;
     assert.equal(await sql(forkEnv, 'SELECT v FROM t'), 'v1');
     assert.equal(await redis(forkEnv, 'GET', 'k'), 'v1');
+    assert.equal(await maria(forkEnv, 'SELECT v FROM app.t'), 'v1');
     await sql(forkEnv, "UPDATE t SET v = 'fork'");
     await redis(forkEnv, 'SET', 'k', 'fork');
+    await maria(forkEnv, "UPDATE app.t SET v = 'fork'");
     assert.equal(await sql(env, 'SELECT v FROM t'), 'v2');
     assert.equal(await redis(env, 'GET', 'k'), 'v2');
+    assert.equal(await maria(env, 'SELECT v FROM app.t'), 'v2');
 
     const rb = await r.t.req('POST', `/v1/envs/${env}/rollback`, { body: { version: v } });
     const back = await finished(r.t, rb.body.deployment.ID);
     assert.equal(back.deployment.Status, 'succeeded', back.deployment.Error);
     assert.equal(await sql(env, 'SELECT v FROM t'), 'v1');
     assert.equal(await redis(env, 'GET', 'k'), 'v1');
+    assert.equal(await maria(env, 'SELECT v FROM app.t'), 'v1');
     assert.equal(await sql(forkEnv, 'SELECT v FROM t'), 'fork');
     assert.equal(await redis(forkEnv, 'GET', 'k'), 'fork');
+    assert.equal(await maria(forkEnv, 'SELECT v FROM app.t'), 'fork');
   });
 });

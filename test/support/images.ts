@@ -2,8 +2,8 @@
 //
 // - svc-test/busybox:latest: Debian's static /bin/busybox plus a symlink per applet, `docker
 //   import`ed with a PATH. About 1-2 s.
-// - svc-test/pgredis:latest: Debian bookworm (debootstrap minbase) with postgresql and
-//   redis-server and test/images/pgredis/entrypoint.sh, which runs either server. The first build
+// - svc-test/pgredis:latest: Debian bookworm (debootstrap minbase) with postgresql, redis-server
+//   and mariadb-server, and test/images/pgredis/entrypoint.sh, which runs any one of them. The first build
 //   needs the Debian mirror and takes about 2-3 minutes (debootstrap ~40 s, apt ~60-90 s, tar);
 //   its root file system is cached as ~/.cache/svc-test-images/pgredis-<version>.tar, and later
 //   builds only `docker import` it (about 10 s).
@@ -30,7 +30,7 @@ export const BUSYBOX_IMAGE = 'svc-test/busybox:latest';
 export const PGREDIS_IMAGE = 'svc-test/pgredis:latest';
 
 /** Bumped when an image's content changes; an image without the current label is rebuilt. */
-const VERSIONS = { busybox: '2', pgredis: '1' };
+const VERSIONS = { busybox: '2', pgredis: '2' };
 const LABEL = 'svc.test.image';
 const PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 const MIRROR = process.env.SVC_TEST_DEBIAN_MIRROR ?? 'http://deb.debian.org/debian';
@@ -144,6 +144,8 @@ async function bootstrapPgredis(tar: string): Promise<void> {
       '--no-install-recommends',
       'postgresql',
       'redis-server',
+      'mariadb-server',
+      'mariadb-client',
     );
     // The package's own cluster is not used: the entrypoint makes one in $PGDATA.
     await chroot(
@@ -154,6 +156,9 @@ async function bootstrapPgredis(tar: string): Promise<void> {
     await chroot('apt-get', 'clean');
     rmSync(join(root, 'var/lib/apt/lists'), { recursive: true, force: true });
     rmSync(join(root, 'usr/sbin/policy-rc.d'));
+    // Nor is the package's MariaDB data dir: the entrypoint initialises /var/lib/mysql when empty.
+    rmSync(join(root, 'var/lib/mysql'), { recursive: true, force: true });
+    mkdirSync(join(root, 'var/lib/mysql'), { recursive: true });
     mkdirSync(join(root, 'var/lib/postgresql/data'), { recursive: true });
     mkdirSync(join(root, 'data'), { recursive: true });
     copyFileSync(join(HERE, '../images/pgredis/entrypoint.sh'), join(root, 'usr/local/bin/svc-entrypoint'));

@@ -1,11 +1,13 @@
 #!/bin/sh
-# Entrypoint of the svc-test/pgredis image: runs PostgreSQL or Redis in the foreground, chosen by
-# SVC_ROLE or by the first argument (`postgres` or `redis`); anything else is exec'd as given.
-# Neither server needs the network to start. Data: $PGDATA (default /var/lib/postgresql/data)
-# and /data for Redis, so both can be volumes.
+# Entrypoint of the svc-test/pgredis image: runs PostgreSQL, Redis or MariaDB in the foreground,
+# chosen by SVC_ROLE or by the first argument (`postgres`, `redis` or `mysql`); anything else is
+# exec'd as given. No server needs the network to start. Data: $PGDATA (default
+# /var/lib/postgresql/data), /data for Redis and /var/lib/mysql for MariaDB, so each can be a
+# volume. MariaDB's root password is MARIADB_ROOT_PASSWORD (or MYSQL_ROOT_PASSWORD), as in the
+# official images; empty when neither is set.
 set -e
 role="${SVC_ROLE:-}"
-if [ -z "$role" ] && { [ "${1:-}" = postgres ] || [ "${1:-}" = redis ]; }; then
+if [ -z "$role" ] && { [ "${1:-}" = postgres ] || [ "${1:-}" = redis ] || [ "${1:-}" = mysql ]; }; then
   role="$1"
 fi
 if [ -n "$role" ] && [ "${1:-}" = "$role" ]; then shift; fi
@@ -33,6 +35,20 @@ redis)
   # No automatic saves: a dump.rdb only appears when someone runs SAVE/BGSAVE (the checkpoint).
   exec runuser -u redis -- redis-server --dir /data --bind 0.0.0.0 --protected-mode no \
     --save '' --appendonly no "$@"
+  ;;
+mysql)
+  mkdir -p /var/lib/mysql /run/mysqld
+  chown -R mysql:mysql /var/lib/mysql /run/mysqld
+  if [ ! -d /var/lib/mysql/mysql ]; then
+    mariadb-install-db --user=mysql --datadir=/var/lib/mysql --auth-root-authentication-method=normal \
+      --skip-test-db >/dev/null
+    pw="${MARIADB_ROOT_PASSWORD:-${MYSQL_ROOT_PASSWORD:-}}"
+    if [ -n "$pw" ]; then
+      printf "FLUSH PRIVILEGES;\nALTER USER 'root'@'localhost' IDENTIFIED BY '%s';\n" "$pw" |
+        mariadbd --user=mysql --datadir=/var/lib/mysql --bootstrap >/dev/null
+    fi
+  fi
+  exec mariadbd --user=mysql --datadir=/var/lib/mysql --bind-address=0.0.0.0 "$@"
   ;;
 *)
   exec "$@"
