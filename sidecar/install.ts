@@ -2,7 +2,15 @@
 // /usr/local/bin/svcd, writes /etc/svc/svcd.env (0600) and the systemd unit, then enables and
 // starts it. SVC_INSTALL_ROOT (tests) prefixes every path; SVC_SYSTEMCTL overrides systemctl.
 import { execFileSync } from 'node:child_process';
-import { chmodSync, copyFileSync, mkdirSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  realpathSync,
+  renameSync,
+  writeFileSync,
+} from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import type { SidecarOptions } from './options.ts';
 import { isSingleExecutable } from './sea.ts';
@@ -37,13 +45,18 @@ function envFile(o: SidecarOptions): string {
 /** A packaged sidecar copies its own binary; a source checkout installs a launcher for it. */
 async function placeBinary(target: string): Promise<void> {
   const sea = await isSingleExecutable();
+  // Already in place (the install script put it there): copying a file onto itself is no update.
+  if (sea && existsSync(target) && realpathSync(target) === realpathSync(process.execPath)) return;
+  // Written beside and renamed over, so a running svcd (a re-install) is replaced, not truncated.
+  const tmp = `${target}.new`;
   if (sea) {
-    copyFileSync(process.execPath, target);
+    copyFileSync(process.execPath, tmp);
   } else {
     const script = resolve(process.argv[1] ?? 'programs/svcd.ts');
-    writeFileSync(target, `#!/bin/sh\nexec '${process.execPath}' '${script}' "$@"\n`);
+    writeFileSync(tmp, `#!/bin/sh\nexec '${process.execPath}' '${script}' "$@"\n`);
   }
-  chmodSync(target, 0o755);
+  chmodSync(tmp, 0o755);
+  renameSync(tmp, target);
 }
 
 export async function install(o: SidecarOptions): Promise<void> {

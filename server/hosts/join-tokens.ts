@@ -29,12 +29,12 @@ export async function mintJoinToken(
   return { token, expiresAt };
 }
 
-/** The ready-to-paste install line: download the sidecar for this machine's arch and install it. */
+/**
+ * The ready-to-paste install line: the control plane's install script, which downloads the
+ * sidecar for this machine's arch from the control plane's own /svcd-linux-<arch> and installs it.
+ */
 export function installCommand(publicUrl: string, token: string): string {
-  return (
-    `curl -fsSL "${publicUrl}/svcd?arch=$(uname -m)" -o svcd && chmod +x svcd && ` +
-    `sudo ./svcd install --server ${publicUrl} --token ${token}`
-  );
+  return `curl -fsSL ${publicUrl}/install.sh | sudo sh -s -- --server ${publicUrl} --token ${token}`;
 }
 
 /** POST /v1/join-tokens: `cloudId`, when given, must be a manual or cloudvm cloud of the team. */

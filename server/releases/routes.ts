@@ -1,4 +1,6 @@
 // GET /svcd, /svcd-linux-amd64, /svcd-linux-arm64: the sidecar binaries, streamed (auth none).
+// GET /install.sh: the install script the join-token command pipes to sh (spec "Install script").
+import { readFile } from 'node:fs/promises';
 import { Type } from '@sinclair/typebox';
 import type { FastifyReply } from 'fastify';
 import type { AppContext } from '../context.ts';
@@ -16,7 +18,15 @@ async function send(reply: FastifyReply, dir: string, arch: Arch) {
 
 const tags = ['releases'];
 
+const INSTALL_SCRIPT = new URL('../../release/install.sh', import.meta.url);
+
 export function releaseRoutes(app: App, ctx: AppContext): void {
+  app.get(
+    '/install.sh',
+    { config: { auth: 'none' }, schema: { tags, summary: 'The sidecar install script (pipe to sudo sh)' } },
+    async (_req, reply) =>
+      reply.type('text/x-shellscript; charset=utf-8').send(await readFile(INSTALL_SCRIPT)),
+  );
   app.get(
     '/svcd',
     {

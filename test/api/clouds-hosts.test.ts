@@ -126,7 +126,7 @@ forEachDialect('join tokens, hosts and targets', (dialect) => {
     assert.equal(r.body.expires_in_sec, 3600);
     assert.equal(
       r.body.command,
-      `curl -fsSL "${s.url}/svcd?arch=$(uname -m)" -o svcd && chmod +x svcd && sudo ./svcd install --server ${s.url} --token ${r.body.token}`,
+      `curl -fsSL ${s.url}/install.sh | sudo sh -s -- --server ${s.url} --token ${r.body.token}`,
     );
     assert.equal((await s.req('POST', '/v1/join-tokens', { body: {} })).status, 201);
   });

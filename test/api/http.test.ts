@@ -1,5 +1,6 @@
 // The HTTP surface: sidecar downloads, events, error shapes and limits, the OpenAPI document.
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -61,6 +62,30 @@ forEachDialect('http surface', (dialect) => {
     assert.equal(head.status, 200);
     assert.equal(head.headers.get('content-length'), String(AMD.length));
     assertError(await s.req('GET', '/svcd?arch=mips', { token: false }), 400, 'amd64 or arm64');
+  });
+
+  test('GET /install.sh: the install script, no credential, valid sh that refuses unknown flags', async () => {
+    const r = await fetch(`${s.url}/install.sh`);
+    assert.equal(r.status, 200);
+    assert.match(r.headers.get('content-type') ?? '', /^text\/x-shellscript/);
+    const script = await r.text();
+    assert.match(script, /^#!\/bin\/sh\n/);
+    for (const flag of [
+      '--server',
+      '--releases',
+      '--token',
+      '--zfs-pool',
+      '--data',
+      'SVC_BIN_DIR',
+      'svcd-linux-$arch',
+    ])
+      assert.ok(script.includes(flag), flag);
+    const file = join(releases, 'install.sh');
+    writeFileSync(file, script);
+    assert.equal(spawnSync('sh', ['-n', file]).status, 0, 'parses');
+    const bad = spawnSync('sh', [file, '--bogus'], { encoding: 'utf8' });
+    assert.equal(bad.status, 2);
+    assert.match(bad.stderr, /unknown argument '--bogus'[\s\S]*usage: install\.sh --server URL --token T/);
   });
 
   test('nothing else is ever served from the releases directory', async () => {

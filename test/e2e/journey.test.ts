@@ -67,7 +67,7 @@ describe('the new user journey, CLI only', { skip: tier('docker') }, () => {
 
     // This machine joins the user's team as a host with the printed token.
     const jt = await json(['host', 'join-token']);
-    assert.match(jt.command, /svcd install --server/);
+    assert.match(jt.command, /\/install\.sh \| sudo sh -s -- --server /);
     await r.startSidecar(jt.token);
     assert.equal((await json(['host', 'list'])).hosts[0].connected, true);
 

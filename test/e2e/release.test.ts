@@ -1,4 +1,4 @@
-// The packaged sidecar end to end: the single executable is built, served at /svcd, and the
+// The packaged sidecar end to end: the single executable is built, served at /svcd-linux-amd64, and the
 // join-token route's ready-to-paste command downloads and installs it; the installed sidecar
 // (started as its systemd unit would) joins and deploys a deny-egress stack, which exercises the
 // binary's own egress-probe verb.
@@ -38,11 +38,14 @@ describe('the released sidecar binary, installed with the join command', { skip:
     assert.equal(jt.status, 201);
     // As root there may be no sudo; everything else is the command exactly as printed.
     const command = jt.body.command.replace(/\bsudo /, '');
+    assert.match(command, /^curl -fsSL \S+\/install\.sh \| sh -s -- --server /);
     // Asynchronously: the control plane answering the download runs in this very process.
+    // The script installs to SVC_BIN_DIR; the install verb then places itself under the root.
     await promisify(execFile)('sh', ['-c', command], {
       cwd: dir,
-      env: { ...process.env, SVC_INSTALL_ROOT: root, SVC_SYSTEMCTL: 'true' },
+      env: { ...process.env, SVC_BIN_DIR: join(dir, 'bin'), SVC_INSTALL_ROOT: root, SVC_SYSTEMCTL: 'true' },
     });
+    assert.equal(execFileSync(join(dir, 'bin/svcd'), ['version'], { encoding: 'utf8' }).trim(), 'test-build');
     const bin = join(root, 'usr/local/bin/svcd');
     assert.equal(execFileSync(bin, ['version'], { encoding: 'utf8' }).trim(), 'test-build');
     const envFile = join(root, 'etc/svc/svcd.env');
