@@ -21,7 +21,8 @@ export interface SavedSpec {
 export interface SidecarContext {
   dataDir: string;
   storage: StorageBackend;
-  tool: ComposeTool;
+  /** Null on a machine without a compose tool: the host still joins (and reports `compose: false`). */
+  tool: ComposeTool | null;
   docker: Docker;
   probe: ProbeOptions;
   log: (msg: string) => void;
@@ -64,6 +65,15 @@ export async function requireSpec(ctx: SidecarContext, envId: string): Promise<S
   return spec;
 }
 
+export const NO_COMPOSE =
+  'no compose tool on this machine: install the docker compose plugin or docker-compose, then restart svcd';
+
+/** The compose tool, or the error every stack command gives on a machine without one. */
+export function composeTool(ctx: SidecarContext): ComposeTool {
+  if (!ctx.tool) throw new Error(NO_COMPOSE);
+  return ctx.tool;
+}
+
 export function stackOf(
   ctx: SidecarContext,
   envId: string,
@@ -74,7 +84,7 @@ export function stackOf(
     envId,
     dir: envDir(ctx, envId),
     spec: { services: spec.services, volumes: spec.volumes, egress: spec.egress },
-    tool: ctx.tool,
+    tool: composeTool(ctx),
     docker: ctx.docker,
     volumePaths,
   });

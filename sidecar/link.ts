@@ -127,8 +127,11 @@ export class Link {
   }
 }
 
-/** 1 s, 2 s, 4 s ... capped at 30 s, each with up to 25% jitter so a fleet does not reconnect in step. */
+/**
+ * 1 s, 2 s, 4 s ... capped at 30 s, each with up to 25% jitter so a fleet does not reconnect in
+ * step; the jitter only adds, so no wait is under the spec's 1 s floor or over its 30 s cap.
+ */
 export function backoff(attempt: number): number {
   const base = Math.min(30_000, 1000 * 2 ** Math.min(attempt, 5));
-  return Math.min(30_000, Math.round(base * (0.75 + Math.random() * 0.25)));
+  return Math.min(30_000, Math.round(base * (1 + Math.random() * 0.25)));
 }

@@ -45,7 +45,12 @@ export class Runner {
   /** Handles one `command` frame; never throws. Returns when the command's result was sent. */
   handle(f: Frame): Promise<void> {
     const id = f.command_id ?? '';
-    if (!SAFE_ID.test(id)) return Promise.resolve();
+    if (!id) return Promise.resolve(); // nothing to answer to
+    if (!SAFE_ID.test(id)) {
+      // It cannot name a result file, so it is refused without running (and without storing).
+      this.#send(frame('result', { command_id: id, ok: false, error: 'invalid command id' }));
+      return Promise.resolve();
+    }
     this.#send(frame('ack', { command_id: id }));
     const stored = this.#stored(id);
     if (stored) {

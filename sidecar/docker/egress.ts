@@ -10,14 +10,7 @@ import { execFile } from 'node:child_process';
 import { createServer, type Server } from 'node:net';
 import type { Egress } from '../../protocol/spec.ts';
 import type { Engine } from './engine.ts';
-import {
-  DockerError,
-  dockerMessage,
-  EGRESS_LEAK_HOST,
-  EGRESS_LEAK_INTERNET,
-  EgressLeak,
-  ProbeError,
-} from './errors.ts';
+import { dockerMessage, EGRESS_LEAK_HOST, EGRESS_LEAK_INTERNET, EgressLeak, ProbeError } from './errors.ts';
 import { primaryIPv4 } from './hostip.ts';
 
 export const DEFAULT_PROBE_TARGETS = ['1.1.1.1:443', '8.8.8.8:53'];
@@ -82,8 +75,7 @@ interface ChildReport {
 
 function checkTarget(t: string): string {
   const m = /^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/.exec(t);
-  if (!m || Number(m[2]) < 1 || Number(m[2]) > 65535)
-    throw new DockerError(`egress probe target '${t}' is not host:port`);
+  if (!m || Number(m[2]) < 1 || Number(m[2]) > 65535) throw new ProbeError(`target '${t}' is not host:port`);
   return t;
 }
 

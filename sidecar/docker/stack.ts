@@ -115,9 +115,9 @@ export class Stack {
     return { started_in: Date.now() - started };
   }
 
-  /** Waits until every service is healthy; StackUnhealthy with the failing service's logs otherwise. */
-  async waitHealthy(timeoutMs: number): Promise<void> {
-    await waitHealthy(this.engine, this.spec.services, timeoutMs);
+  /** Waits until every service (or those given) is healthy; StackUnhealthy with the failing one's logs otherwise. */
+  async waitHealthy(timeoutMs: number, services = this.spec.services): Promise<void> {
+    await waitHealthy(this.engine, services, timeoutMs);
   }
 
   async stop(): Promise<void> {

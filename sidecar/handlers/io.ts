@@ -97,5 +97,6 @@ export async function hostReport(
   _cmd: CommandContext,
   caps: () => Promise<Results['host.report']['capabilities']>,
 ) {
-  return { capabilities: await caps(), load_avg: loadavg() };
+  // The spec's shape; the control plane keeps its own list of a host's environments.
+  return { capabilities: await caps(), environments: [], load_avg: loadavg() };
 }

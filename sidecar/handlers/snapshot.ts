@@ -43,9 +43,10 @@ export async function envSnapshot(
   cmd.progress(
     `captured ${datasets.length} dataset${datasets.length === 1 ? '' : 's'}; frozen for ${frozenFor} ms`,
   );
-  // Services left paused on purpose are not asked to be healthy.
-  await stack.waitHealthy(POST_SNAPSHOT_HEALTH_MS).catch((err) => {
-    if (keep.length === 0) throw err;
-  });
+  // Services left paused on purpose are not asked to be healthy; every other one is.
+  await stack.waitHealthy(
+    POST_SNAPSHOT_HEALTH_MS,
+    spec.services.filter((s) => !keep.includes(s.name)),
+  );
   return { snapshot: name, datasets, frozen_for: frozenFor, consistent };
 }

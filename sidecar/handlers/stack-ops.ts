@@ -4,6 +4,7 @@ import { chown, readdir, stat } from 'node:fs/promises';
 import type { Results } from '../../protocol/commands.ts';
 import type { ServiceRecord } from '../../protocol/spec.ts';
 import {
+  composeTool,
   loadSpec,
   loadVersionSpec,
   requireSpec,
@@ -50,7 +51,7 @@ async function startStack(
   await saveSpec(ctx, envId, spec);
   const stack = stackOf(ctx, envId, spec, paths);
   cmd.progress(
-    `starting ${spec.services.length} service${spec.services.length === 1 ? '' : 's'} with ${ctx.tool.flavor === 'v2' ? 'docker compose' : 'docker-compose'}`,
+    `starting ${spec.services.length} service${spec.services.length === 1 ? '' : 's'} with ${stack.tool.flavor === 'v2' ? 'docker compose' : 'docker-compose'}`,
   );
   const { started_in } = await stack.up(600, () => ownFreshVolumes(spec.services, paths));
   const report = await stack.verifyEgress(ctx.probe);
@@ -75,6 +76,7 @@ async function tearDown(
 
 export async function envCreate(ctx: SidecarContext, cmd: CommandContext): Promise<Results['env.create']> {
   const spec = specOf(cmd.payload, p.str(cmd.payload, 'version', { optional: true }));
+  composeTool(ctx); // before any dataset is made
   const fromSnapshot = p.str(cmd.payload, 'from_snapshot', { optional: true });
   const previous = await loadSpec(ctx, cmd.envId);
   if (fromSnapshot) {
@@ -106,6 +108,7 @@ export async function envFork(ctx: SidecarContext, cmd: CommandContext): Promise
   const from = p.str(cmd.payload, 'from_env', { name: true });
   const snapshot = p.str(cmd.payload, 'from_snapshot', { name: true });
   const spec = specOf(cmd.payload, snapshot);
+  composeTool(ctx); // before any dataset is cloned
   if (await loadSpec(ctx, cmd.envId)) throw new Error(`environment ${cmd.envId} already exists on this host`);
   const readers = ctx.readers.get(from) ?? new Set();
   ctx.readers.set(from, readers);

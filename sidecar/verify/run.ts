@@ -91,10 +91,11 @@ async function create(
 }
 
 export async function verifyRun(ctx: SidecarContext, cmd: CommandContext): Promise<Results['verify.run']> {
-  const id = p.str(cmd.payload, 'id', { name: true });
-  const verifier = verifierOf(cmd.payload.verifier);
+  // A refused submission grades 0 whatever else the payload holds: nothing is run.
   if (cmd.payload.refused === true)
     return { reward: 0, exit_code: null, stdout: '', stderr: '', source: 'refused', ran_for: 0 };
+  const id = p.str(cmd.payload, 'id', { name: true });
+  const verifier = verifierOf(cmd.payload.verifier);
   await requireSpec(ctx, cmd.envId);
   const base = verifyDir(ctx, id);
   const submission = join(base, 'submission');

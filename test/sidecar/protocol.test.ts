@@ -2,7 +2,16 @@
 // idempotent replay of a command id, unknown kinds, reconnect, and 1008 being fatal.
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -114,11 +123,17 @@ describe('svcd against a fake control plane', { skip: tier('docker') }, () => {
     const r1 = await cp.result('cmd_r1');
     assert.equal(r1.ok, true);
     assert.ok((r1.payload as any).capabilities.hostname);
+    assert.deepEqual((r1.payload as any).environments, []);
     const stored = JSON.parse(readFileSync(join(dir, 'data', 'commands', 'cmd_r1.json'), 'utf8'));
     assert.equal(stored.ok, true);
     cp.send('cmd_r1', 'host.report', '', {});
     const r2 = await cp.result('cmd_r1', 10_000, 2);
     assert.deepEqual(r2.payload, r1.payload, 'the replay is the stored result, not a new run');
+    // An id that cannot name a result file is refused at once, not dropped without an answer.
+    cp.send('cmd/../x', 'host.report', '', {});
+    const bad = await cp.result('cmd/../x');
+    assert.deepEqual([bad.ok, bad.error], [false, 'invalid command id']);
+    assert.ok(!existsSync(join(dir, 'data', 'x.json')));
   });
 
   test('the stream drops: it reconnects with its saved identity; a 1008 refusal makes it exit non-zero', async () => {
@@ -133,5 +148,69 @@ describe('svcd against a fake control plane', { skip: tier('docker') }, () => {
     const code = await exited(child!);
     assert.notEqual(code, 0);
     assert.match(child!.out(), /join token already used/);
+  });
+});
+
+/** A PATH with every tool of this machine except the compose tools (and the docker CLI, whose plugin is v2). */
+function pathWithoutCompose(root: string): string {
+  const bin = join(root, 'bin');
+  mkdirSync(bin);
+  for (const d of ['/usr/local/sbin', '/usr/local/bin', '/usr/sbin', '/usr/bin', '/sbin', '/bin']) {
+    if (!existsSync(d)) continue;
+    for (const name of readdirSync(d)) {
+      if (name === 'docker' || name === 'docker-compose' || existsSync(join(bin, name))) continue;
+      symlinkSync(join(d, name), join(bin, name));
+    }
+  }
+  return bin;
+}
+
+describe('svcd on a machine without a compose tool', { skip: tier('docker') }, () => {
+  test('it still joins and reports compose: false; stack commands fail with the way out and make no dataset', async () => {
+    const cp = await new FakeControlPlane().listen();
+    const dir = mkdtempSync(join(tmpdir(), 'svcd-nocompose-'));
+    let child: ReturnType<typeof svcd> | null = null;
+    try {
+      child = svcd(
+        [
+          'join',
+          '--server',
+          cp.url,
+          '--token',
+          'djt_abc',
+          '--state',
+          join(dir, 'host.json'),
+          '--data',
+          join(dir, 'data'),
+        ],
+        { PATH: pathWithoutCompose(dir), SVC_COMPOSE: '' },
+      );
+      await until(() => cp.hellos.length === 1, 20_000, `hello\n${child.out()}`);
+      assert.equal((cp.hellos[0].payload as any).capabilities.compose, false);
+      const service = {
+        name: 'app',
+        image: 'svc-test/busybox:latest',
+        env: {},
+        ports: [],
+        volumes: ['work:/work'],
+      };
+      cp.send('cmd_nc1', 'env.create', 'env_nocompose', {
+        version: 'ver_1',
+        services: [service],
+        volumes: ['work'],
+        egress: 'deny',
+      });
+      const r = await cp.result('cmd_nc1');
+      assert.equal(r.ok, false);
+      assert.match(
+        r.error!,
+        /^no compose tool on this machine: install the docker compose plugin or docker-compose/,
+      );
+      assert.ok(!existsSync(join(dir, 'data', 'envs', 'env_nocompose')), 'no dataset was prepared');
+    } finally {
+      child?.kill('SIGKILL');
+      await cp.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
