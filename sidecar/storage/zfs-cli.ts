@@ -1,5 +1,7 @@
 // A thin wrapper over the `zfs`/`zpool` programs. zfs-fuse (and ZFS in general, while a mount is
 // being released) answers "dataset is busy" for a moment after use, so mutations are retried.
+
+import { setTimeout as sleep } from 'node:timers/promises';
 import { CommandFailed } from './errors.ts';
 import { retry, run } from './exec.ts';
 
@@ -9,6 +11,27 @@ export const isMissing = (err: Error) => err instanceof CommandFailed && /does n
 
 export async function zfs(args: string[]): Promise<string> {
   return retry(() => run('zfs', args), isTransient, 40);
+}
+
+/**
+ * `zfs rename`, safe to retry. Under load zfs-fuse can report "cannot open '<from>': dataset does
+ * not exist" around a rename: either an earlier attempt renamed it and failed to remount ("busy",
+ * retried), or the dataset is briefly invisible. Gone from `from` and present at `to` is success;
+ * still at `from` is tried again.
+ */
+export async function zRename(from: string, to: string): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await zfs(['rename', from, to]);
+      return;
+    } catch (err) {
+      if (!isMissing(err as Error) || attempt >= 10) throw err;
+      const [src, dst] = [await zExists(from), await zExists(to)];
+      if (!src && dst) return;
+      if (!src) throw err;
+      await sleep(100 * attempt);
+    }
+  }
 }
 
 export async function poolExists(pool: string): Promise<boolean> {

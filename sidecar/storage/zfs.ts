@@ -24,7 +24,7 @@ import { StorageError, UnknownSnapshot } from './errors.ts';
 import type { Layout } from './layout.ts';
 import { checkCloneTarget, checkName, checkVolumes } from './names.ts';
 import type { StorageBackend } from './types.ts';
-import { datasetOf, ensureContainer, isMissing, mountAt, zExists, zfs, zList } from './zfs-cli.ts';
+import { datasetOf, ensureContainer, isMissing, mountAt, zExists, zfs, zList, zRename } from './zfs-cli.ts';
 
 const TAG = 'svc:env';
 const ignore = () => {};
@@ -146,7 +146,7 @@ export class ZfsBackend implements StorageBackend {
     // Phase 2 is renames only; `recover` completes it after a crash.
     for (const v of volumes) {
       if (await zExists(this.volDs(envId, v))) await this.retire(envId, v, this.volDs(envId, v));
-      await zfs(['rename', this.tmpDs(envId, v), this.volDs(envId, v)]);
+      await zRename(this.tmpDs(envId, v), this.volDs(envId, v));
       await mountAt(this.volDs(envId, v), this.layout.volumePath(envId, v));
     }
   }
@@ -214,7 +214,7 @@ export class ZfsBackend implements StorageBackend {
     const hasLive = await zExists(live);
     if (await zExists(tmp)) {
       if (hasLive) await this.retire(envId, volume, tmp);
-      else await zfs(['rename', tmp, live]);
+      else await zRename(tmp, live);
     } else if (!hasLive) return false;
     await mountAt(live, this.layout.volumePath(envId, volume));
     return true;
@@ -227,7 +227,7 @@ export class ZfsBackend implements StorageBackend {
     await zfs(['set', 'mountpoint=none', dataset]);
     const id = `${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
     const retired = `${this.oldDs(envId, volume)}/${id}`;
-    await zfs(['rename', dataset, retired]);
+    await zRename(dataset, retired);
     // No snapshot means no clone can depend on it, so this can never take a fork with it.
     if ((await zList(retired, 'snapshot', ['name'])).length === 0) await zfs(['destroy', retired]);
   }
