@@ -11,6 +11,7 @@ import { parseArgs } from 'node:util';
 import Docker from 'dockerode';
 import { BUSYBOX_IMAGE, ensureTestImages } from '../../test/support/images.ts';
 import { startTestServer } from '../../test/support/server.ts';
+import { svcdJoinArgs } from '../../test/support/svcd.ts';
 
 const { values } = parseArgs({
   options: { n: { type: 'string', default: '200' }, warmup: { type: 'string', default: '10' } },
@@ -22,22 +23,9 @@ await ensureTestImages();
 const dir = mkdtempSync(join(tmpdir(), 'svc-bench-exec-'));
 const t = await startTestServer('sqlite');
 const jt = await t.req('POST', '/v1/join-tokens', { body: {} });
-const child: ChildProcess = spawn(
-  process.execPath,
-  [
-    'programs/svcd.ts',
-    'join',
-    '--server',
-    t.url,
-    '--token',
-    jt.body.token,
-    '--state',
-    join(dir, 'host.json'),
-    '--data',
-    join(dir, 'data'),
-  ],
-  { stdio: ['ignore', 'ignore', 'pipe'] },
-);
+const child: ChildProcess = spawn(process.execPath, svcdJoinArgs(t.url, jt.body.token, dir), {
+  stdio: ['ignore', 'ignore', 'pipe'],
+});
 let log = '';
 child.stderr?.on('data', (d) => (log += d));
 while (!/connected to /.test(log)) await new Promise((r) => setTimeout(r, 50));

@@ -13,6 +13,7 @@ import { run } from '../../sidecar/storage/exec.ts';
 import { fsTier, loopFs, type Scratch, tmpDataDir, zfsPool } from '../../sidecar/storage/fixtures.ts';
 import { BUSYBOX_IMAGE, ensureTestImages } from '../../test/support/images.ts';
 import { startTestServer, type TestServer } from '../../test/support/server.ts';
+import { svcdJoinArgs } from '../../test/support/svcd.ts';
 import { writeVolume } from './volume.ts';
 
 const { values } = parseArgs({
@@ -50,18 +51,7 @@ async function finished(t: TestServer, id: string) {
 
 async function sidecar(t: TestServer, scratch: Scratch): Promise<ChildProcess> {
   const jt = await t.req('POST', '/v1/join-tokens', { body: {} });
-  const args = [
-    'programs/svcd.ts',
-    'join',
-    '--server',
-    t.url,
-    '--token',
-    jt.body.token,
-    '--state',
-    join(scratch.dir, 'host.json'),
-    '--data',
-    join(scratch.dir, 'data'),
-  ];
+  const args = svcdJoinArgs(t.url, jt.body.token, scratch.dir);
   if (scratch.pool) args.push('--zfs-pool', scratch.pool);
   const child = spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'pipe'] });
   let out = '';

@@ -8,6 +8,7 @@ import { createServer, type Server } from 'node:net';
 import { networkInterfaces, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startTestServer, type TestServer } from '../support/server.ts';
+import { svcdJoinArgs } from '../support/svcd.ts';
 
 export function primaryIp(): string {
   for (const list of Object.values(networkInterfaces())) {
@@ -63,18 +64,7 @@ export async function startReal(opts: { env?: Record<string, string>; join?: boo
         assert.equal(jt.status, 201);
         token = jt.body.token;
       }
-      const args = [
-        'programs/svcd.ts',
-        'join',
-        '--server',
-        t.url,
-        '--token',
-        token,
-        '--state',
-        join(dir, 'host.json'),
-        '--data',
-        dataDir,
-      ];
+      const args = svcdJoinArgs(t.url, token, dir, dataDir);
       const child = spawn(process.execPath, args, {
         env: { ...process.env, SVC_EGRESS_PROBE: `${primaryIp()}:${listener.port}` },
         stdio: ['ignore', 'pipe', 'pipe'],

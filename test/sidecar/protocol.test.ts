@@ -15,6 +15,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { svcdJoinArgs } from '../support/svcd.ts';
 import { tier } from '../support/tiers.ts';
 import { FakeControlPlane } from './control-plane.ts';
 
@@ -69,17 +70,7 @@ describe('svcd against a fake control plane', { skip: tier('docker') }, () => {
   });
 
   test('first join presents the token and saves the identity (0600); the token is never persisted', async () => {
-    child = svcd([
-      'join',
-      '--server',
-      cp.url,
-      '--token',
-      'djt_abc',
-      '--state',
-      join(dir, 'host.json'),
-      '--data',
-      join(dir, 'data'),
-    ]);
+    child = svcd(svcdJoinArgs(cp.url, 'djt_abc', dir).slice(1));
     await until(() => cp.hellos.length === 1, 20_000, 'hello');
     const hello = cp.hellos[0].payload as any;
     assert.equal(hello.host_id, '');
@@ -171,20 +162,10 @@ describe('svcd on a machine without a compose tool', { skip: tier('docker') }, (
     const dir = mkdtempSync(join(tmpdir(), 'svcd-nocompose-'));
     let child: ReturnType<typeof svcd> | null = null;
     try {
-      child = svcd(
-        [
-          'join',
-          '--server',
-          cp.url,
-          '--token',
-          'djt_abc',
-          '--state',
-          join(dir, 'host.json'),
-          '--data',
-          join(dir, 'data'),
-        ],
-        { PATH: pathWithoutCompose(dir), SVC_COMPOSE: '' },
-      );
+      child = svcd(svcdJoinArgs(cp.url, 'djt_abc', dir).slice(1), {
+        PATH: pathWithoutCompose(dir),
+        SVC_COMPOSE: '',
+      });
       await until(() => cp.hellos.length === 1, 20_000, `hello\n${child.out()}`);
       assert.equal((cp.hellos[0].payload as any).capabilities.compose, false);
       const service = {

@@ -1,0 +1,24 @@
+// The argv that runs the source svcd's `join` against a test server, shared by the e2e harness,
+// the sidecar protocol tests and the benchmarks.
+import { join } from 'node:path';
+
+/** `programs/svcd.ts join …` with the state file in `stateDir` and data in `dataDir` (default `<stateDir>/data`). */
+export function svcdJoinArgs(
+  server: string,
+  token: string,
+  stateDir: string,
+  dataDir = join(stateDir, 'data'),
+): string[] {
+  return [
+    'programs/svcd.ts',
+    'join',
+    '--server',
+    server,
+    '--token',
+    token,
+    '--state',
+    join(stateDir, 'host.json'),
+    '--data',
+    dataDir,
+  ];
+}
