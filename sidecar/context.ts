@@ -8,6 +8,7 @@ import type Docker from 'dockerode';
 import type { Egress, ServiceRecord } from '../protocol/spec.ts';
 import type { ComposeTool } from './docker/compose-tool.ts';
 import type { ProbeOptions } from './docker/egress.ts';
+import { NoComposeTool } from './docker/errors.ts';
 import { Stack } from './docker/stack.ts';
 import type { StorageBackend } from './storage/index.ts';
 
@@ -65,12 +66,12 @@ export async function requireSpec(ctx: SidecarContext, envId: string): Promise<S
   return spec;
 }
 
-export const NO_COMPOSE =
-  'no compose tool on this machine: install the docker compose plugin or docker-compose, then restart svcd';
-
 /** The compose tool, or the error every stack command gives on a machine without one. */
 export function composeTool(ctx: SidecarContext): ComposeTool {
-  if (!ctx.tool) throw new Error(NO_COMPOSE);
+  if (!ctx.tool)
+    throw new NoComposeTool(
+      'no compose tool on this machine: install the docker compose plugin or docker-compose, then restart svcd',
+    );
   return ctx.tool;
 }
 

@@ -4,7 +4,7 @@
 import { mkdirSync } from 'node:fs';
 import type { Capabilities } from '../protocol/commands.ts';
 import { detectCapabilities, VERSION } from './capabilities.ts';
-import { NO_COMPOSE, type SidecarContext } from './context.ts';
+import type { SidecarContext } from './context.ts';
 import { type ComposeFlavor, detectComposeTool } from './docker/compose-tool.ts';
 import { dockerClient } from './docker/engine.ts';
 import { handlers, undoInterrupted } from './handlers/index.ts';
@@ -79,9 +79,8 @@ export async function runSidecar(opts: SidecarOptions): Promise<number> {
       dockerVersion: async () => ((await docker.version()) as { Version: string }).Version,
       composePresent: async () => tool !== null,
     });
-  // Without a compose tool the host still joins and reports `compose: false`, so the control plane
-  // shows why; every stack command then fails with NO_COMPOSE.
-  if (!tool) log(NO_COMPOSE);
+  // Without a compose tool (logged above) the host still joins and reports `compose: false`, so
+  // the control plane shows why; every stack command then fails with composeTool()'s error.
   const ctx: SidecarContext = {
     dataDir,
     storage,
@@ -118,7 +117,7 @@ export async function runSidecar(opts: SidecarOptions): Promise<number> {
   process.once('SIGINT', stop);
   watchParent(stop);
   log(
-    `svcd ${VERSION}: storage ${storage.kind} under ${dataDir}, ${tool ? (tool.flavor === 'v2' ? 'docker compose' : 'docker-compose') : 'no compose tool'}`,
+    `svcd ${VERSION}: storage ${storage.kind} under ${dataDir}, ${tool ? tool.argv.join(' ') : 'no compose tool'}`,
   );
   try {
     await link.run();

@@ -51,7 +51,7 @@ async function startStack(
   await saveSpec(ctx, envId, spec);
   const stack = stackOf(ctx, envId, spec, paths);
   cmd.progress(
-    `starting ${spec.services.length} service${spec.services.length === 1 ? '' : 's'} with ${stack.tool.flavor === 'v2' ? 'docker compose' : 'docker-compose'}`,
+    `starting ${spec.services.length} service${spec.services.length === 1 ? '' : 's'} with ${stack.tool.argv.join(' ')}`,
   );
   const { started_in } = await stack.up(600, () => ownFreshVolumes(spec.services, paths));
   const report = await stack.verifyEgress(ctx.probe);

@@ -1,7 +1,5 @@
 // A thin wrapper over the `zfs`/`zpool` programs. zfs-fuse (and ZFS in general, while a mount is
 // being released) answers "dataset is busy" for a moment after use, so mutations are retried.
-
-import { setTimeout as sleep } from 'node:timers/promises';
 import { CommandFailed } from './errors.ts';
 import { retry, run } from './exec.ts';
 
@@ -20,18 +18,22 @@ export async function zfs(args: string[]): Promise<string> {
  * still at `from` is tried again.
  */
 export async function zRename(from: string, to: string): Promise<void> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      await zfs(['rename', from, to]);
-      return;
-    } catch (err) {
-      if (!isMissing(err as Error) || attempt >= 10) throw err;
-      const [src, dst] = [await zExists(from), await zExists(to)];
-      if (!src && dst) return;
-      if (!src) throw err;
-      await sleep(100 * attempt);
-    }
-  }
+  let gone = false; // the source really is missing: no retry can help
+  await retry(
+    async () => {
+      try {
+        await run('zfs', ['rename', from, to]);
+      } catch (err) {
+        if (isMissing(err as Error) && !(await zExists(from))) {
+          if (await zExists(to)) return;
+          gone = true;
+        }
+        throw err;
+      }
+    },
+    (err) => !gone && (isTransient(err) || isMissing(err)),
+    40,
+  );
 }
 
 export async function poolExists(pool: string): Promise<boolean> {

@@ -121,8 +121,7 @@ export async function verifyCollect(
   const dest = join(verifyDir(ctx, id), 'submission');
   await rm(dest, { recursive: true, force: true });
   // Root-owned and 0700 (spec "Isolation guarantees"); the verifier reads it as uid 0.
-  await mkdir(dest, { recursive: true, mode: 0o700 });
-  await chmod(dest, 0o700);
+  await mkdir(dest, { recursive: true, mode: 0o700 }); // a umask only removes bits
   await chmod(verifyDir(ctx, id), 0o700);
   const tally: Tally = { files: 0, bytes: 0 };
   const missing: string[] = [];
