@@ -20,6 +20,9 @@ Description=svc sidecar (svcd)
 Wants=network-online.target
 After=network-online.target docker.service
 Wants=docker.service
+# Never stop restarting: a sidecar that keeps failing (control plane away, Docker not up yet) is
+# retried every RestartSec for as long as it takes; inside, svcd backs off its reconnects 1-30 s.
+StartLimitIntervalSec=0
 
 [Service]
 EnvironmentFile=/etc/svc/svcd.env

@@ -13,7 +13,7 @@ import {
 import { exec, filesGet, filesPut } from './files.ts';
 import { cloudConnect, cloudList, hostJoinToken, hostList } from './infra.ts';
 import { deploy, fork, rollback, snapshot, verify } from './lifecycle.ts';
-import { completion, help, unavailable } from './meta.ts';
+import { completion, help, unavailable, version } from './meta.ts';
 import { projectCreate, projectEnvs, projectList } from './projects.ts';
 import { init, templates } from './templates.ts';
 
@@ -46,5 +46,6 @@ export const COMMANDS: readonly Command[] = [
   events,
   help,
   completion,
+  version,
   ...unavailable,
 ];

@@ -31,6 +31,21 @@ export const completion: Command = {
   },
 };
 
+/** The build version stamped by the release build (`dev` when run from the sources). */
+export const CLI_VERSION = process.env.SVC_BUILD_VERSION || 'dev';
+
+export const version: Command = {
+  words: ['version'],
+  local: true,
+  summary: 'Print the build version of svc',
+  flags: [],
+  positionals: [],
+  async run(ctx) {
+    ctx.io.out(`svc ${CLI_VERSION}\n`);
+    return 0;
+  },
+};
+
 export const UNAVAILABLE = ['promote', 'prove', 'sheet', 'export', 'import'];
 
 export const unavailable: Command[] = UNAVAILABLE.map((verb) => ({

@@ -18,7 +18,10 @@ export function archOf(query: string | undefined): Arch {
   return arch;
 }
 
-export const buildName = (arch: Arch): string => `svcd-linux-${arch}`;
+/** The programs served: the sidecar (spec routes /svcd*) and the CLI (/svc-linux-*). */
+export type Program = 'svcd' | 'svc';
+
+export const buildName = (arch: Arch, program: Program = 'svcd'): string => `${program}-linux-${arch}`;
 
 export interface Build {
   name: string;
@@ -27,10 +30,11 @@ export interface Build {
 }
 
 /** Opens the build for `arch` from `dir`; 404 when that build is absent. */
-export async function openBuild(dir: string, arch: Arch): Promise<Build> {
-  const name = buildName(arch);
+export async function openBuild(dir: string, arch: Arch, program: Program = 'svcd'): Promise<Build> {
+  const name = buildName(arch, program);
   const path = join(dir, name);
   const st = await stat(path).catch(() => null);
-  if (!st?.isFile()) throw new NotFound(`no sidecar build ${name} on this server`);
+  if (!st?.isFile())
+    throw new NotFound(`no ${program === 'svcd' ? 'sidecar' : 'CLI'} build ${name} on this server`);
   return { name, size: st.size, stream: createReadStream(path) };
 }

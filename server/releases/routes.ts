@@ -1,14 +1,15 @@
 // GET /svcd, /svcd-linux-amd64, /svcd-linux-arm64: the sidecar binaries, streamed (auth none).
+// GET /svc-linux-amd64, /svc-linux-arm64: the CLI as a single executable, the same way.
 // GET /install.sh: the install script the join-token command pipes to sh (spec "Install script").
 import { readFile } from 'node:fs/promises';
 import { Type } from '@sinclair/typebox';
 import type { FastifyReply } from 'fastify';
 import type { AppContext } from '../context.ts';
 import type { App } from '../http/app.ts';
-import { type Arch, archOf, openBuild } from './releases.ts';
+import { type Arch, archOf, openBuild, type Program } from './releases.ts';
 
-async function send(reply: FastifyReply, dir: string, arch: Arch) {
-  const build = await openBuild(dir, arch);
+async function send(reply: FastifyReply, dir: string, arch: Arch, program: Program = 'svcd') {
+  const build = await openBuild(dir, arch, program);
   return reply
     .type('application/octet-stream')
     .header('content-length', String(build.size))
@@ -51,6 +52,11 @@ export function releaseRoutes(app: App, ctx: AppContext): void {
       `/svcd-linux-${arch}`,
       { config: { auth: 'none' }, schema: { tags, summary: `Download the linux/${arch} sidecar` } },
       async (_req, reply) => send(reply, ctx.config.releasesDir, arch),
+    );
+    app.get(
+      `/svc-linux-${arch}`,
+      { config: { auth: 'none' }, schema: { tags, summary: `Download the linux/${arch} svc CLI` } },
+      async (_req, reply) => send(reply, ctx.config.releasesDir, arch, 'svc'),
     );
   }
 }

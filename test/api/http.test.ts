@@ -64,6 +64,17 @@ forEachDialect('http surface', (dialect) => {
     assertError(await s.req('GET', '/svcd?arch=mips', { token: false }), 400, 'amd64 or arm64');
   });
 
+  test('CLI downloads: /svc-linux-amd64 and /svc-linux-arm64, 404 naming the build when absent', async () => {
+    for (const arch of ['amd64', 'arm64']) {
+      assertError(await s.req('GET', `/svc-linux-${arch}`, { token: false }), 404, `svc-linux-${arch}`);
+      writeFileSync(join(releases, `svc-linux-${arch}`), `cli ${arch}`);
+      const r = await fetch(`${s.url}/svc-linux-${arch}`);
+      assert.equal(r.status, 200);
+      assert.equal(r.headers.get('content-type'), 'application/octet-stream');
+      assert.equal(await r.text(), `cli ${arch}`);
+    }
+  });
+
   test('GET /install.sh: the install script, no credential, valid sh that refuses unknown flags', async () => {
     const r = await fetch(`${s.url}/install.sh`);
     assert.equal(r.status, 200);
