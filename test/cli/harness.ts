@@ -26,6 +26,8 @@ export interface RunOptions {
   /** Called with the child and all stdout so far, on each chunk (login reads the user code). */
   onStdout?: (soFar: string, child: ChildProcess) => void;
   timeoutMs?: number;
+  /** The program to run instead of the sources on this Node: a single executable, or a Node and a script. */
+  program?: string[];
 }
 
 export function tempDir(prefix = 'svc-cli-'): string {
@@ -39,9 +41,11 @@ export function removeDir(dir: string): void {
 /** Runs `svc <args>`; never rejects on a non-zero exit (the code is part of the result). */
 export function svc(args: string[], opts: RunOptions): Promise<Run> {
   const env: Record<string, string> = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: opts.home };
+  // PATH may be overridden (e.g. to an empty directory: a single executable needs no Node).
   for (const [k, v] of Object.entries(opts.env ?? {})) if (v !== undefined) env[k] = v;
   return new Promise((resolvePromise, reject) => {
-    const child = spawn(process.execPath, [SVC, ...args], { env, cwd: opts.cwd ?? opts.home });
+    const [cmd, ...pre] = opts.program ?? [process.execPath, SVC];
+    const child = spawn(cmd as string, [...pre, ...args], { env, cwd: opts.cwd ?? opts.home });
     let stdout = '';
     let stderr = '';
     const timer = setTimeout(() => {
