@@ -1,0 +1,291 @@
+"""Every route of the svc API as a method (service spec "Endpoints"). Request fields are the spec's lower
+snake case; answers are returned as the server sends them (stored objects keep their capitalised field
+names). Credentials and server follow the CLI's precedence: SVC_API_KEY, else the config file;
+SVC_SERVER, else the file's server, else http://localhost:8080."""
+
+import json
+import os
+import time
+
+from .http import SvcError, Transport, quote
+
+DEFAULT_SERVER = "http://localhost:8080"
+FINAL = ("succeeded", "failed", "rolled_back")
+
+# (method, route) -> Client method: the coverage test checks this against /openapi.json.
+ROUTES = {}
+
+
+def route(method, path):
+    def mark(fn):
+        ROUTES[(method, path)] = fn.__name__
+        return fn
+
+    return mark
+
+
+def config_file():
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.join(base, "svc", "config.json")
+
+
+def _saved():
+    try:
+        with open(config_file(), encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def _body(**fields):
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+class Client:
+    def __init__(self, server=None, api_key=None, team=None, timeout=300.0):
+        saved = {} if (api_key or os.environ.get("SVC_API_KEY")) and server else _saved()
+        server = server or os.environ.get("SVC_SERVER") or saved.get("server") or DEFAULT_SERVER
+        token = api_key or os.environ.get("SVC_API_KEY") or saved.get("api_key")
+        self.http = Transport(server, token, team, timeout)
+
+    @property
+    def server(self):
+        return self.http.server
+
+    def _call(self, method, path, **kw):
+        return self.http.request(method, path, **kw)
+
+    # Health and releases
+    @route("GET", "/health")
+    def health(self):
+        return self._call("GET", "/health", auth=False)
+
+    @route("GET", "/install.sh")
+    def install_script(self):
+        return self._call("GET", "/install.sh", auth=False).decode()
+
+    @route("GET", "/svcd")
+    def download_svcd(self, arch="amd64"):
+        return self._call("GET", "/svcd", query={"arch": arch}, auth=False)
+
+    def download_svc(self, arch="amd64"):
+        return self._call("GET", "/svc-linux-" + arch, auth=False)
+
+    # Sign-in, teams and keys
+    @route("GET", "/auth/codehost/start")
+    def codehost_signin_url(self, return_to=None):
+        """Where a browser starts code-host sign-in (the server answers it with a redirect)."""
+        return self.http.url("/auth/codehost/start", {"return": return_to})
+
+    @route("POST", "/auth/dev-login")
+    def dev_login(self, email, name=None):
+        return self._call("POST", "/auth/dev-login", body=_body(email=email, name=name), auth=False)
+
+    @route("POST", "/v1/device/code")
+    def device_code(self):
+        return self._call("POST", "/v1/device/code", body={}, auth=False)
+
+    @route("POST", "/v1/device/approve")
+    def device_approve(self, user_code, team_id, name=None):
+        return self._call("POST", "/v1/device/approve", body=_body(user_code=user_code, team_id=team_id, name=name))
+
+    @route("POST", "/v1/device/token")
+    def device_token(self, device_code):
+        return self._call("POST", "/v1/device/token", body={"device_code": device_code}, auth=False)
+
+    @route("GET", "/v1/me")
+    def me(self):
+        return self._call("GET", "/v1/me")
+
+    @route("GET", "/v1/teams")
+    def teams(self):
+        return self._call("GET", "/v1/teams")["teams"]
+
+    @route("POST", "/v1/teams")
+    def create_team(self, name):
+        return self._call("POST", "/v1/teams", body={"name": name})["team"]
+
+    @route("GET", "/v1/keys")
+    def keys(self):
+        return self._call("GET", "/v1/keys")["keys"]
+
+    @route("POST", "/v1/keys")
+    def create_key(self, name=None):
+        return self._call("POST", "/v1/keys", body=_body(name=name))
+
+    @route("DELETE", "/v1/keys/{id}")
+    def revoke_key(self, key_id):
+        return self._call("DELETE", "/v1/keys/" + quote(key_id))
+
+    # Projects
+    @route("GET", "/v1/templates")
+    def templates(self, kind=None):
+        return self._call("GET", "/v1/templates", query={"kind": kind})
+
+    @route("GET", "/v1/projects")
+    def projects(self):
+        return self._call("GET", "/v1/projects")["projects"]
+
+    @route("POST", "/v1/projects")
+    def create_project(self, name, kind=None, source=None):
+        return self._call("POST", "/v1/projects", body=_body(name=name, kind=kind, source=source))
+
+    @route("GET", "/v1/projects/{project}/envs")
+    def project_envs(self, project):
+        return self._call("GET", "/v1/projects/%s/envs" % quote(project))["environments"]
+
+    @route("POST", "/v1/projects/{project}/deploy")
+    def deploy(self, project, compose, env=None, warm=None, **extra):
+        body = _body(compose=compose, env=env, warm=warm, **extra)
+        return self._call("POST", "/v1/projects/%s/deploy" % quote(project), body=body)
+
+    @route("GET", "/v1/projects/{project}/source")
+    def project_source(self, project):
+        return self._call("GET", "/v1/projects/%s/source" % quote(project))["source"]
+
+    @route("POST", "/v1/projects/{project}/source")
+    def set_project_source(self, project, **fields):
+        return self._call("POST", "/v1/projects/%s/source" % quote(project), body=fields)["source"]
+
+    @route("POST", "/v1/projects/{project}/deploy-from-source")
+    def deploy_from_source(self, project, branch=None, env=None):
+        path = "/v1/projects/%s/deploy-from-source" % quote(project)
+        return self._call("POST", path, body=_body(branch=branch, env=env))
+
+    # Environments
+    @route("GET", "/v1/envs/{env}")
+    def env(self, env_id):
+        return self._call("GET", "/v1/envs/" + quote(env_id))
+
+    @route("GET", "/v1/envs/{env}/versions")
+    def env_versions(self, env_id):
+        return self._call("GET", "/v1/envs/%s/versions" % quote(env_id))["versions"]
+
+    @route("GET", "/v1/envs/{env}/deployments")
+    def env_deployments(self, env_id):
+        return self._call("GET", "/v1/envs/%s/deployments" % quote(env_id))["deployments"]
+
+    @route("POST", "/v1/envs/{env}/fork")
+    def fork(self, env_id, name=None, version=None):
+        return self._call("POST", "/v1/envs/%s/fork" % quote(env_id), body=_body(name=name, version=version))
+
+    @route("POST", "/v1/envs/{env}/snapshot")
+    def snapshot(self, env_id):
+        return self._call("POST", "/v1/envs/%s/snapshot" % quote(env_id), body={})
+
+    @route("POST", "/v1/envs/{env}/rollback")
+    def rollback(self, env_id, version):
+        return self._call("POST", "/v1/envs/%s/rollback" % quote(env_id), body={"version": version})
+
+    @route("POST", "/v1/envs/{env}/verify")
+    def verify(self, env_id, resume=None):
+        return self._call("POST", "/v1/envs/%s/verify" % quote(env_id), body=_body(resume=resume))
+
+    @route("POST", "/v1/envs/{env}/exec")
+    def exec(self, env_id, service, cmd, timeout_sec=None):
+        body = _body(service=service, cmd=list(cmd), timeout_sec=timeout_sec)
+        timeout = (timeout_sec or 120) + 30
+        return self._call("POST", "/v1/envs/%s/exec" % quote(env_id), body=body, timeout=timeout)
+
+    @route("PUT", "/v1/envs/{env}/files")
+    def put_archive(self, env_id, service, path, tar_bytes):
+        query = {"service": service, "path": path}
+        return self._call(
+            "PUT", "/v1/envs/%s/files" % quote(env_id), query=query, raw=tar_bytes, content_type="application/x-tar"
+        )
+
+    @route("GET", "/v1/envs/{env}/files")
+    def get_archive(self, env_id, service, path):
+        return self._call("GET", "/v1/envs/%s/files" % quote(env_id), query={"service": service, "path": path})
+
+    @route("DELETE", "/v1/envs/{env}")
+    def destroy(self, env_id):
+        return self._call("DELETE", "/v1/envs/" + quote(env_id))
+
+    # Deployments and sandboxes
+    @route("GET", "/v1/deployments/{dep}")
+    def deployment(self, dep_id):
+        return self._call("GET", "/v1/deployments/" + quote(dep_id))
+
+    def wait(self, dep_id, timeout=900.0, poll=0.5):
+        """Polls a deployment until it has finished (a non-null FinishedAt or a final status)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            got = self.deployment(dep_id)
+            d = got["deployment"]
+            if d.get("FinishedAt") or d.get("Status") in FINAL:
+                return got
+            if time.monotonic() > deadline:
+                raise TimeoutError("deployment %s did not finish in %.0f s" % (dep_id, timeout))
+            time.sleep(poll)
+
+    @route("POST", "/v1/sandboxes")
+    def sandbox(self, from_version=None, image=None, **fields):
+        body = _body(from_version=from_version, image=image, **fields)
+        return self._call("POST", "/v1/sandboxes", body=body, timeout=(fields.get("timeout_sec") or 600) + 60)
+
+    @route("POST", "/v1/targets/{name}/sandboxes")
+    def target_sandbox(self, target, image, **fields):
+        path = "/v1/targets/%s/sandboxes" % quote(target)
+        return self._call("POST", path, body=_body(image=image, **fields), timeout=(fields.get("timeout_sec") or 600) + 60)
+
+    # Clouds, hosts and targets
+    @route("GET", "/v1/clouds")
+    def clouds(self):
+        return self._call("GET", "/v1/clouds")["clouds"]
+
+    @route("POST", "/v1/clouds")
+    def create_cloud(self, provider, name=None, config=None):
+        return self._call("POST", "/v1/clouds", body=_body(provider=provider, name=name, config=config))["cloud"]
+
+    @route("POST", "/v1/join-tokens")
+    def join_token(self, cloud_id=None):
+        return self._call("POST", "/v1/join-tokens", body=_body(cloud_id=cloud_id))
+
+    @route("GET", "/v1/hosts")
+    def hosts(self):
+        return self._call("GET", "/v1/hosts")["hosts"]
+
+    @route("GET", "/v1/targets")
+    def targets(self):
+        return self._call("GET", "/v1/targets")["targets"]
+
+    # Code-hosting integration
+    @route("GET", "/v1/codehost/installations")
+    def codehost_installations(self):
+        return self._call("GET", "/v1/codehost/installations")
+
+    @route("POST", "/v1/codehost/installations/{id}/link")
+    def link_installation(self, installation_id):
+        return self._call("POST", "/v1/codehost/installations/%s/link" % quote(installation_id), body={})
+
+    @route("GET", "/v1/codehost/repos")
+    def codehost_repos(self, installation_id):
+        return self._call("GET", "/v1/codehost/repos", query={"installation": installation_id})["repos"]
+
+    # Events
+    @route("GET", "/v1/events")
+    def events(self, subject):
+        return self._call("GET", "/v1/events", query={"subject": subject})["events"]
+
+    def episode(self, from_version=None, image=None, service=None, **sandbox_fields):
+        """A sandbox for one episode: `with client.episode(from_version=...) as ep: ...`."""
+        from .episode import Episode
+
+        return Episode(self, from_version=from_version, image=image, service=service, **sandbox_fields)
+
+
+for _method, _path in [("GET", "/svc-linux-amd64"), ("GET", "/svc-linux-arm64")]:
+    ROUTES[(_method, _path)] = "download_svc"
+for _arch in ("amd64", "arm64"):
+    ROUTES[("GET", "/svcd-linux-" + _arch)] = "download_svcd"
+
+# Routes a client never calls: the code host's own callers, not users.
+NOT_CLIENT_ROUTES = {
+    ("GET", "/auth/codehost/callback"): "the code host's redirect target after sign-in",
+    ("POST", "/webhooks/codehost"): "called by the code host with a signed delivery",
+    ("GET", "/v1/hosts/stream"): "the sidecars' WebSocket",
+    ("GET", "/openapi.json"): "the API description itself",
+}
+
+__all__ = ["Client", "SvcError", "ROUTES", "NOT_CLIENT_ROUTES"]
