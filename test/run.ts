@@ -14,7 +14,8 @@ if (files.length === 0) {
   process.exit(1);
 }
 
-const env = { ...process.env };
+// Every JSON answer is checked against the schema its route declares (server/http/responses.ts).
+const env: NodeJS.ProcessEnv = { ...process.env, SVC_CHECK_RESPONSES: '1' };
 let stopPg = () => {};
 if (!env.SVC_TEST_PG && findPgBin()) {
   try {

@@ -10,6 +10,7 @@ import Fastify, {
   LogController,
 } from 'fastify';
 import { SvcError } from '../errors.ts';
+import { declareResponses } from './responses.ts';
 
 export type App = FastifyInstance<
   import('node:http').Server,
@@ -104,6 +105,7 @@ export async function createHttpApp(opts: HttpOptions): Promise<App> {
       },
     },
   });
+  declareResponses(app as unknown as FastifyInstance);
   app.get('/openapi.json', { schema: { hide: true }, config: { auth: 'none' } }, async () => app.swagger());
   return app as unknown as App;
 }

@@ -1,0 +1,222 @@
+// The HTTP API's answers as TypeBox schemas (spec "Resources and their fields", "Endpoints"): one
+// definition per record, used for the OpenAPI document (and so the generated clients), checked
+// against every JSON answer in tests, and read by the CLI. Field names of stored objects are the
+// spec's capitalised ones; objects allow further fields so a new field never breaks an old client.
+import { type Static, type TSchema, Type } from '@sinclair/typebox';
+
+const Str = Type.String();
+const Time = Type.String({ description: 'ISO 8601' });
+const NullableTime = Type.Union([Time, Type.Null()]);
+const Json = Type.Record(Type.String(), Type.Unknown());
+
+export const ErrorBody = Type.Object({ error: Type.String() }, { $id: 'Error' });
+
+export const Team = Type.Object({ ID: Str, Name: Str, CreatedAt: Time });
+export const TeamWithRole = Type.Object({ ID: Str, Name: Str, CreatedAt: Time, Role: Str });
+export const User = Type.Object({ ID: Str, Email: Str, Login: Str, Name: Str, CreatedAt: Time });
+export const ApiKey = Type.Object({
+  ID: Str,
+  TeamID: Str,
+  Name: Str,
+  CreatedBy: Str,
+  CreatedAt: Time,
+  LastUsedAt: NullableTime,
+  RevokedAt: NullableTime,
+});
+export const Project = Type.Object({
+  ID: Str,
+  TeamID: Str,
+  Name: Str,
+  Kind: Str,
+  Source: Str,
+  CreatedAt: Time,
+});
+export const ProjectSource = Type.Object({
+  ProjectID: Str,
+  Repo: Str,
+  DefaultBranch: Str,
+  ComposePath: Str,
+  InstallationID: Type.Number(),
+  DeployBranches: Type.Union([Type.Boolean(), Type.Null()]),
+  LastDeployedSHA: Str,
+});
+export const Environment = Type.Object({
+  ID: Str,
+  ProjectID: Str,
+  Name: Str,
+  Stage: Str,
+  HostID: Str,
+  ParentVersionID: Str,
+  CurrentVersionID: Str,
+  Status: Str,
+  CreatedAt: Time,
+  Endpoints: Type.Record(Type.String(), Type.String()),
+});
+export const Version = Type.Object({
+  ID: Str,
+  ProjectID: Str,
+  EnvID: Str,
+  Number: Type.Number(),
+  Spec: Json,
+  Snapshot: Str,
+  Healthy: Type.Boolean(),
+  CreatedAt: Time,
+});
+export const Deployment = Type.Object({
+  ID: Str,
+  ProjectID: Str,
+  EnvID: Str,
+  Kind: Str,
+  Status: Str,
+  VersionID: Str,
+  TargetEnvID: Str,
+  Params: Json,
+  Error: Str,
+  CreatedAt: Time,
+  FinishedAt: NullableTime,
+});
+export const Phase = Type.Object({
+  DeploymentID: Str,
+  Seq: Type.Number(),
+  Name: Str,
+  Status: Str,
+  Evidence: Type.Union([Json, Type.Null()]),
+  Error: Str,
+  StartedAt: NullableTime,
+  FinishedAt: NullableTime,
+});
+export const Cloud = Type.Object({
+  ID: Str,
+  TeamID: Str,
+  Provider: Str,
+  Name: Str,
+  Config: Json,
+  CreatedAt: Time,
+});
+export const Host = Type.Object({
+  ID: Str,
+  TeamID: Str,
+  CloudID: Str,
+  Name: Str,
+  Status: Str,
+  ProviderRef: Str,
+  LastSeenAt: NullableTime,
+  CreatedAt: Time,
+  Capabilities: Json,
+  connected: Type.Boolean(),
+});
+export const Target = Type.Intersect([
+  Host,
+  Type.Object({
+    kind: Str,
+    provider: Type.Optional(Str),
+    capabilities: Json,
+    table: Type.Optional(Json),
+  }),
+]);
+export const Event = Type.Object({
+  ID: Str,
+  TeamID: Str,
+  Subject: Str,
+  Kind: Str,
+  Body: Type.Unknown(),
+  At: Time,
+});
+export const Template = Type.Object({
+  name: Str,
+  kind: Str,
+  description: Str,
+  requires: Type.Optional(Type.Unknown()),
+  compose: Str,
+  warm: Type.Optional(Type.Array(Str)),
+});
+export const Installation = Type.Object({
+  InstallationID: Type.Number(),
+  TeamID: Str,
+  AccountLogin: Str,
+  CreatedAt: Time,
+});
+
+/** A started deployment: `{deployment, phases}` (202). */
+export const Started = Type.Object({ deployment: Deployment, phases: Type.Array(Phase) });
+export const DeploymentDetail = Started;
+export const ExecResult = Type.Object({ exit_code: Type.Number(), stdout: Str, stderr: Str });
+export const DeviceCode = Type.Object({
+  device_code: Str,
+  user_code: Str,
+  verification_uri: Str,
+  verification_uri_complete: Str,
+  expires_in: Type.Number(),
+  interval: Type.Number(),
+});
+export const DeviceToken = Type.Object({ api_key: Str, team: Team });
+export const Me = Type.Object({ team: Team, teams: Type.Array(TeamWithRole), user: Type.Optional(User) });
+export const JoinToken = Type.Object({ token: Str, expires_in_sec: Type.Number(), command: Str });
+export const SandboxCreated = Type.Object({ environment: Environment, deployment: Deployment });
+
+export type DeploymentRecord = Static<typeof Deployment>;
+export type PhaseRecord = Static<typeof Phase>;
+export type StartedBody = Static<typeof Started>;
+export type MeBody = Static<typeof Me>;
+export type DeviceCodeBody = Static<typeof DeviceCode>;
+export type DeviceTokenBody = Static<typeof DeviceToken>;
+export type ExecBody = Static<typeof ExecResult>;
+
+const list = <K extends string>(key: K, item: TSchema) => Type.Object({ [key]: Type.Array(item) });
+
+/** The success answers of every route that answers JSON, by `METHOD /route`. */
+export const RESPONSES: Record<string, Record<number, TSchema>> = {
+  'GET /health': { 200: Type.Object({ status: Type.Literal('ok') }) },
+  'POST /auth/dev-login': { 200: Type.Object({ token: Str }) },
+  'POST /v1/device/code': { 200: DeviceCode },
+  'POST /v1/device/approve': {
+    200: Type.Object({ approved: Type.Literal(true), key_id: Str, team_id: Str }),
+  },
+  'POST /v1/device/token': { 200: DeviceToken },
+  'GET /v1/me': { 200: Me },
+  'GET /v1/teams': { 200: list('teams', TeamWithRole) },
+  'POST /v1/teams': { 201: Type.Object({ team: Team }) },
+  'GET /v1/keys': { 200: list('keys', ApiKey) },
+  'POST /v1/keys': { 201: Type.Object({ key: ApiKey, api_key: Str }) },
+  'DELETE /v1/keys/:id': { 200: Type.Object({ revoked: Type.Literal(true) }) },
+  'GET /v1/templates': { 200: Type.Object({ kinds: Type.Array(Str), templates: Type.Array(Template) }) },
+  'GET /v1/projects': { 200: list('projects', Project) },
+  'POST /v1/projects': { 201: Type.Object({ project: Project, environments: Type.Array(Environment) }) },
+  'GET /v1/projects/:project/envs': { 200: list('environments', Environment) },
+  'POST /v1/projects/:project/deploy': { 202: Started },
+  'GET /v1/projects/:project/source': {
+    200: Type.Object({ source: Type.Union([ProjectSource, Type.Null()]) }),
+  },
+  'POST /v1/projects/:project/source': {
+    200: Type.Object({ source: Type.Union([ProjectSource, Type.Null()]) }),
+  },
+  'POST /v1/projects/:project/deploy-from-source': {
+    202: Type.Intersect([Started, Type.Object({ branch: Str, env: Str })]),
+  },
+  'GET /v1/envs/:env': { 200: Type.Object({ environment: Environment, connected: Type.Boolean() }) },
+  'GET /v1/envs/:env/versions': { 200: list('versions', Version) },
+  'GET /v1/envs/:env/deployments': { 200: list('deployments', Deployment) },
+  'POST /v1/envs/:env/fork': { 202: Started },
+  'POST /v1/envs/:env/snapshot': { 202: Started },
+  'POST /v1/envs/:env/rollback': { 202: Started },
+  'POST /v1/envs/:env/verify': { 202: Started },
+  'POST /v1/envs/:env/exec': { 200: ExecResult },
+  'PUT /v1/envs/:env/files': { 200: Type.Object({ ok: Type.Literal(true), bytes: Type.Number() }) },
+  'DELETE /v1/envs/:env': { 202: Type.Object({ deployment: Deployment }) },
+  'GET /v1/deployments/:dep': { 200: DeploymentDetail },
+  'POST /v1/sandboxes': { 201: SandboxCreated },
+  'POST /v1/targets/:name/sandboxes': { 201: Type.Intersect([SandboxCreated, Type.Object({ target: Str })]) },
+  'GET /v1/clouds': { 200: list('clouds', Cloud) },
+  'POST /v1/clouds': { 201: Type.Object({ cloud: Cloud }) },
+  'POST /v1/join-tokens': { 201: JoinToken },
+  'GET /v1/hosts': { 200: list('hosts', Host) },
+  'GET /v1/targets': { 200: list('targets', Target) },
+  'GET /v1/events': { 200: list('events', Event) },
+  'GET /v1/codehost/installations': {
+    200: Type.Object({ installations: Type.Array(Installation), configured: Type.Boolean() }),
+  },
+  'POST /v1/codehost/installations/:id/link': { 200: Type.Object({ installation: Installation }) },
+  'GET /v1/codehost/repos': {
+    200: list('repos', Type.Object({ full_name: Str, default_branch: Str, private: Type.Boolean() })),
+  },
+};
