@@ -76,10 +76,12 @@ forEachDialect('fork, snapshot, rollback, verify, destroy', (dialect) => {
   });
 
   test('fork and verify with no body at all work like an empty object', async () => {
-    // fetch sends `content-length: 0`; a bare request (curl -X POST) sends no length at all.
+    // fetch sends `content-length: 0`; a bare request (curl -X POST) sends no length at all;
+    // many clients send a JSON content type with an empty body.
     for (const send of [
       (path: string) => w.t.req('POST', path),
       (path: string) => bareRequest(w.t.url, path, w.t.key),
+      (path: string) => w.t.req('POST', path, { raw: '', headers: { 'content-type': 'application/json' } }),
     ]) {
       for (const op of ['fork', 'verify']) {
         const r = await send(`/v1/envs/${w.alpha}/${op}`);
