@@ -151,7 +151,7 @@ forEachDialect('exec and files', (dialect) => {
     );
   });
 
-  test('exec: a malformed host result is 502 and its command row ends failed, never succeeded', async () => {
+  test('exec and files: a malformed host result is 502 and its command row ends failed, never succeeded', async () => {
     const lastExec = () =>
       w.t.server.ctx.db.get<{ status: string; error: string; result: string | null }>(
         "SELECT status, error, result FROM commands WHERE kind = 'env.exec' ORDER BY created_at DESC, id DESC LIMIT 1",
@@ -172,6 +172,13 @@ forEachDialect('exec and files', (dialect) => {
       200,
     );
     assert.equal((await lastExec())?.status, 'succeeded');
+    // A file download too: the host's answer is checked before anything is sent back.
+    const get = w.sc.handlers['env.get'];
+    w.sc.handlers['env.get'] = () => ({ tar_b64: 42 });
+    const bad = await w.t.req('GET', `/v1/envs/${w.alpha}/files?service=app&path=/data`);
+    w.sc.handlers['env.get'] = get;
+    assert.equal(bad.status, 502);
+    assert.equal(bad.body.error, 'malformed env.get result: tar_b64 must be string');
   });
 
   test('files: put and get round-trip inline and, above a frame, by blob', async () => {
