@@ -23,6 +23,8 @@ after(() => s.close());
 
 interface RawOutcome {
   status: number | null;
+  /** Every status line read on the connection, in order. */
+  statuses: number[];
   body: string;
   written: number;
   error: string | null;
@@ -32,14 +34,15 @@ interface RawOutcome {
  * Writes a PUT of `size` bytes over a bare socket in 1 MiB pieces, all of it whatever the server
  * answers meanwhile (declared length, or chunked), then reads the answer to the end.
  */
-function rawUpload(size: number, chunked: boolean): Promise<RawOutcome> {
+function rawUpload(size: number, chunked: boolean, next = false): Promise<RawOutcome> {
   return new Promise((resolve) => {
     const url = new URL(s.url);
-    const out: RawOutcome = { status: null, body: '', written: 0, error: null };
+    const out: RawOutcome = { status: null, statuses: [], body: '', written: 0, error: null };
     const got: Buffer[] = [];
     const sock = connect(Number(url.port), url.hostname);
     const finish = () => {
       const text = Buffer.concat(got).toString();
+      out.statuses = [...text.matchAll(/HTTP\/1\.1 (\d{3})/g)].map((m) => Number(m[1]));
       out.status = Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1]) || null;
       const at = text.indexOf('\r\n\r\n');
       out.body = at < 0 ? '' : text.slice(at + 4);
@@ -72,8 +75,12 @@ function rawUpload(size: number, chunked: boolean): Promise<RawOutcome> {
         left -= part.length;
       }
       if (chunked && !sock.destroyed) await send('0\r\n\r\n');
-      // The whole body is sent: wait for the answer (already read, or still coming), then close.
-      if (!sock.destroyed) setTimeout(() => sock.end(), 200);
+      // The whole body is sent. With `next`, the same connection asks once more (it must still
+      // be usable: the refused body was read to its end) and the server closes it after that;
+      // otherwise wait for the answer (already read, or still coming), then close.
+      if (sock.destroyed) return;
+      if (next) await send(`GET /health HTTP/1.1\r\nhost: ${url.host}\r\nconnection: close\r\n\r\n`);
+      else setTimeout(() => sock.end(), 200);
     })();
   });
 }
@@ -103,6 +110,9 @@ test('the server reads the rest of a refused body instead of resetting the write
     assert.equal(o.status, 413);
     assert.equal(o.body.endsWith(TOO_LARGE), true, o.body);
   }
+  const kept = await rawUpload(OVERSIZED, false, true);
+  assert.equal(kept.error, null, JSON.stringify(kept));
+  assert.deepEqual(kept.statuses, [413, 200], 'the drained connection answers the next request');
 });
 
 test('the drain is bounded: a body far over the limit is answered, then cut off', async () => {
