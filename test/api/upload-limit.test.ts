@@ -85,12 +85,14 @@ function rawUpload(size: number, chunked: boolean, next = false): Promise<RawOut
   });
 }
 
-test('20 oversized uploads from a plain Node http client: 20 answers of 413', async () => {
-  // The client runs in its own process, as a user's would: in this one, the server's event loop
-  // would order its reads and hide the reset.
+/**
+ * Runs 20 uploads from a plain Node http client in its own process, as a user's would: in this
+ * one, the server's event loop would order the client's reads and hide the reset.
+ */
+async function twentyUploads(key: string, size: number) {
   const { stdout } = await promisify(execFile)(
     process.execPath,
-    ['test/support/upload-client.ts', s.url + PATH, s.key, String(OVERSIZED), '20'],
+    ['test/support/upload-client.ts', s.url + PATH, key, String(size), '20'],
     { maxBuffer: 4 * MiB },
   );
   const outcomes = stdout
@@ -98,8 +100,20 @@ test('20 oversized uploads from a plain Node http client: 20 answers of 413', as
     .split('\n')
     .map((l) => JSON.parse(l));
   assert.equal(outcomes.length, 20);
+  return outcomes as { status: number | null; body: string; errorBeforeAnswer: boolean }[];
+}
+
+test('20 oversized uploads from a plain Node http client: 20 answers of 413', async () => {
+  const outcomes = await twentyUploads(s.key, OVERSIZED);
   const bad = outcomes.filter((o) => o.status !== 413 || o.body !== TOO_LARGE || o.errorBeforeAnswer);
   assert.deepEqual(bad, [], `${bad.length} of 20 uploads did not read the 413 first`);
+});
+
+test('20 large uploads with a bad key: 20 answers of 401, refused before the body is read', async () => {
+  const outcomes = await twentyUploads('dak_not-a-real-key-0000000000', OVERSIZED);
+  const bad = outcomes.filter((o) => o.status !== 401 || o.errorBeforeAnswer);
+  assert.deepEqual(bad, [], `${bad.length} of 20 uploads did not read the 401 first`);
+  assert.match(outcomes[0].body, /invalid API key/);
 });
 
 test('the server reads the rest of a refused body instead of resetting the writer', async () => {
