@@ -30,6 +30,7 @@ function drain(req: IncomingMessage, res: ServerResponse): void {
   const done = () => {
     clearTimeout(timer);
     req.off('data', count);
+    socket.off('close', done);
   };
   // Read from now on, so Node does not dump the body where the bound could not see it.
   req.on('data', count);
