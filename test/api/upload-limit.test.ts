@@ -135,3 +135,28 @@ test('the drain is bounded: a body far over the limit is answered, then cut off'
   assert.ok(o.written < 512 * MiB, `the server stopped reading after its bound (${o.written} written)`);
   assert.equal((await fetch(`${s.url}/health`)).status, 200, 'the server still answers');
 });
+
+test('refusals one after another on one connection are each answered and drained', async () => {
+  const url = new URL(s.url);
+  const server = s.server.app.server;
+  const accepted = new Promise<import('node:net').Socket>((r) => server.once('connection', r));
+  const sock = connect(Number(url.port), url.hostname);
+  const peer = await accepted;
+  let text = '';
+  sock.on('data', (c) => {
+    text += c.toString();
+  });
+  const answers = () => [...text.matchAll(/HTTP\/1\.1 (\d{3})/g)].map((m) => Number(m[1]));
+  const body = Buffer.alloc(MiB, 0x61);
+  for (let i = 1; i <= 12; i++) {
+    sock.write(
+      `PUT ${PATH} HTTP/1.1\r\nhost: ${url.host}\r\nauthorization: Bearer dak_bad\r\n` +
+        `content-type: application/x-tar\r\ncontent-length: ${body.length}\r\n\r\n`,
+    );
+    sock.write(body);
+    while (answers().length < i) await new Promise((r) => setTimeout(r, 5));
+  }
+  assert.deepEqual(answers(), Array(12).fill(401));
+  assert.ok(peer.listenerCount('close') < 6, `${peer.listenerCount('close')} close listeners on the socket`);
+  sock.end();
+});
