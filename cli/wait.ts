@@ -28,7 +28,7 @@ export interface Deployment {
   Status: string;
   VersionID: string;
   Error: string;
-  FinishedAt: string | null;
+  FinishedAt?: string | null;
 }
 export interface DeploymentView {
   deployment: Deployment;
@@ -161,7 +161,8 @@ export async function watchDeployment(client: Client, io: Output, id: string): P
         io.out(`${d.Kind} ${d.ID} on ${d.EnvID}\n`);
         header = true;
       }
-      const done = FINAL_DEPLOYMENT.has(d.Status) || d.FinishedAt !== null;
+      // A record without FinishedAt (absent or null) has not finished: only a value ends it.
+      const done = FINAL_DEPLOYMENT.has(d.Status) || (d.FinishedAt ?? null) !== null;
       // Phases run in order: print each once it is final, never ahead of an earlier one.
       while (printed < v.phases.length && (done || FINAL_PHASE.has(v.phases[printed].Status))) {
         spinner.clear();

@@ -69,6 +69,12 @@ export async function installationsView(
   return { installations: await listInstallations(q, teamId), configured: true };
 }
 
+/** `GET /v1/codehost/repos`: while the app is off, no installation can see a repository. */
+export function reposView(config: Config): { repos: []; configured: false } {
+  if (!appConfigured(config)) return { repos: [], configured: false };
+  throw new NotConfigured(APP_UNAVAILABLE);
+}
+
 /** Binds an installation the app has reported to `teamId`: 404 unseen, 409 linked elsewhere. */
 export async function linkInstallation(
   q: Queryable,
@@ -76,7 +82,8 @@ export async function linkInstallation(
   teamId: string,
   id: number,
 ): Promise<{ installation: Installation }> {
-  requireApp(config);
+  // While the app is off it reports nothing, so every installation is unseen (404, not 503).
+  if (!appConfigured(config)) throw new NotFound(`installation ${id} has not been reported: ${APP_OFF}`);
   const inst = await getInstallation(q, id);
   if (!inst) throw new NotFound(`installation ${id} has not been reported by the code-hosting app`);
   const r = await q.run(

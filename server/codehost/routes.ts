@@ -1,5 +1,5 @@
-// The code-hosting routes. Sign-in (/auth/codehost/*) and the app (webhook, /v1/codehost/*,
-// deploy-from-source) each answer 503 while their credentials are unset.
+// The code-hosting routes. Sign-in (/auth/codehost/*), the webhook and deploy-from-source answer
+// 503 while their credentials are unset; `/v1/codehost/*` report `configured: false` instead.
 import { Type } from '@sinclair/typebox';
 import type { AppContext } from '../context.ts';
 import { NotConfigured } from '../errors.ts';
@@ -10,6 +10,7 @@ import {
   APP_UNAVAILABLE,
   installationsView,
   linkInstallation,
+  reposView,
   requireApp,
   requireSignIn,
   SIGN_IN_UNAVAILABLE,
@@ -110,10 +111,7 @@ export function codehostRoutes(app: App, ctx: AppContext): void {
         querystring: Type.Object({ installation: Type.Optional(Type.String({ pattern: '^[0-9]{1,15}$' })) }),
       },
     },
-    async () => {
-      requireApp(config);
-      throw new NotConfigured(APP_UNAVAILABLE);
-    },
+    async () => reposView(config),
   );
 
   app.post(

@@ -6,6 +6,7 @@ import { MAX_ARCHIVE_BYTES } from '../../protocol/commands.ts';
 import type { AppContext } from '../context.ts';
 import { BadRequest } from '../errors.ts';
 import type { App } from '../http/app.ts';
+import { emptyBodyIsObject } from '../http/schema.ts';
 import { exec, getFiles, MAX_EXEC_TIMEOUT_SEC, putFiles } from './io.ts';
 import * as life from './lifecycle.ts';
 
@@ -41,16 +42,16 @@ export function envRoutes(app: App, ctx: AppContext): void {
     {
       schema: {
         params: EnvParams,
-        body: Type.Optional(
-          Type.Object({
-            name: Type.Optional(Type.String({ minLength: 1, maxLength: 63 })),
-            version: Type.Optional(Type.String()),
-          }),
-        ),
+        body: Type.Object({
+          name: Type.Optional(Type.String({ minLength: 1, maxLength: 63 })),
+          version: Type.Optional(Type.String()),
+        }),
       },
+      // Spec: the body is optional; no body at all (no content-type either) means `{}`.
+      preValidation: emptyBodyIsObject,
     },
     async (req, reply) =>
-      reply.code(202).send(await life.fork(db, engine, req.caller, req.params.env, req.body ?? {})),
+      reply.code(202).send(await life.fork(db, engine, req.caller, req.params.env, req.body)),
   );
 
   app.post('/v1/envs/:env/snapshot', { schema: { params: EnvParams } }, async (req, reply) =>
@@ -69,13 +70,14 @@ export function envRoutes(app: App, ctx: AppContext): void {
     {
       schema: {
         params: EnvParams,
-        body: Type.Optional(Type.Object({ resume: Type.Optional(Type.Boolean()) })),
+        body: Type.Object({ resume: Type.Optional(Type.Boolean()) }),
       },
+      preValidation: emptyBodyIsObject,
     },
     async (req, reply) =>
       reply
         .code(202)
-        .send(await life.verify(db, engine, req.caller, req.params.env, req.body?.resume ?? false)),
+        .send(await life.verify(db, engine, req.caller, req.params.env, req.body.resume ?? false)),
   );
 
   app.delete('/v1/envs/:env', { schema: { params: EnvParams } }, async (req, reply) => {

@@ -81,8 +81,7 @@ export class Dispatcher {
   ): Promise<Results[K]> {
     const key = envId ? `${target.hostId}/${envId}` : '';
     const exec = () => this.#execute(target, envId, kind, payload, timeoutMs);
-    const result = key ? await this.#serial(key, exec) : await exec();
-    return checkResult(kind, result) as Results[K];
+    return (key ? await this.#serial(key, exec) : await exec()) as Results[K];
   }
 
   async #serial<T>(key: string, fn: () => Promise<T>): Promise<T> {
@@ -123,7 +122,8 @@ export class Dispatcher {
       );
     });
     try {
-      const result = await Promise.race([outcome, timeout]);
+      // Shape-checked before the row says succeeded: a malformed result fails the command (502).
+      const result = checkResult(kind, await Promise.race([outcome, timeout]));
       await finishCommand(this.#db, id, { ok: true, result }, this.#takeAck(id));
       return result;
     } catch (err) {

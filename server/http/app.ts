@@ -10,6 +10,7 @@ import Fastify, {
   LogController,
 } from 'fastify';
 import { SvcError } from '../errors.ts';
+import { installDrainOnRefusal } from './drain.ts';
 import { declareResponses } from './responses.ts';
 
 export type App = FastifyInstance<
@@ -85,6 +86,7 @@ export async function createHttpApp(opts: HttpOptions): Promise<App> {
     json(req, body as string, done);
   });
 
+  installDrainOnRefusal(app as unknown as App);
   app.setErrorHandler((err: FastifyError, req, reply) => {
     const { status, message } = statusOf(err);
     if (status >= 500) req.log.error({ err }, 'request failed');

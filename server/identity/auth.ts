@@ -48,19 +48,18 @@ export class Authenticator {
     const m = /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '');
     if (!m) throw new Unauthorized('missing bearer credential');
     const token = m[1];
-    if (token.startsWith(PREFIX.apiKey)) {
-      if (mode === 'user') throw new Forbidden('this route needs a user session; API keys are refused');
-      return this.#fromKey(token);
-    }
+    if (token.startsWith(PREFIX.apiKey)) return this.#fromKey(token, mode);
     if (token.startsWith(PREFIX.session)) return this.#fromSession(token, teamHeader);
     throw new Unauthorized('unknown credential type');
   }
 
-  async #fromKey(token: string): Promise<Caller> {
+  /** A bad or revoked key is 401 on every route; only a valid one on a `user` route is 403. */
+  async #fromKey(token: string, mode: AuthMode): Promise<Caller> {
     const hash = hashSecret(token);
     const row = await findKeyByHash(this.#db, hash);
     if (!row || !sameHash(hash, row.key_hash)) throw new Unauthorized('invalid API key');
     if (row.revoked_at) throw new Unauthorized('API key revoked');
+    if (mode === 'user') throw new Forbidden('this route needs a user session; API keys are refused');
     const nowMs = Date.now();
     if (nowMs - (this.#touched.get(row.id) ?? 0) >= TOUCH_EVERY_MS) {
       this.#touched.set(row.id, nowMs);

@@ -116,7 +116,7 @@ export class DeviceFlow {
   }
 
   /**
-   * Approves a pending code for `teamId`: 400 unknown code, 410 expired, 409 already approved,
+   * Approves a pending code for `teamId`: 400 unknown or expired code, 409 already approved,
    * 403 when the caller is not a member of the team. Mints the key in the same transaction.
    */
   async approve(
@@ -134,7 +134,7 @@ export class DeviceFlow {
       ]);
       if (!row) throw new BadRequest('unknown user code: check the code the CLI printed');
       if (row.status !== 'pending') throw new Conflict('this user code was already approved');
-      if (expired(row)) throw new Gone('this user code expired: run svc login again');
+      if (expired(row)) throw new BadRequest('this user code expired: run svc login again');
       if (!(await isMember(tx, teamId, userId))) throw new Forbidden('not a member of that team');
       const team = (await getTeam(tx, teamId)) as Team;
       const { key, apiKey } = await createKey(tx, teamId, name?.trim() || 'cli', userId);

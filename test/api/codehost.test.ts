@@ -57,13 +57,29 @@ forEachDialect('code hosting unconfigured', (dialect) => {
     );
   });
 
-  test('/v1/codehost/*: installations report configured false; link and repos 503', async () => {
-    await seeInstallation(s, 42, '');
+  test('/v1/codehost/*: report configured false, never 503; an unseen installation is 404', async () => {
     const r = await s.req('GET', '/v1/codehost/installations');
     assert.equal(r.status, 200);
     assert.deepEqual(r.body, { installations: [], configured: false });
-    assertError(await s.req('POST', '/v1/codehost/installations/42/link'), 503, 'not configured');
-    assertError(await s.req('GET', '/v1/codehost/repos?installation=42'), 503);
+    assertError(await s.req('POST', '/v1/codehost/installations/41/link'), 404, 'has not been reported');
+    // A row left from a time the app was on is not reported while it is off: still unseen.
+    await seeInstallation(s, 42, '');
+    assert.deepEqual((await s.req('GET', '/v1/codehost/installations')).body, {
+      installations: [],
+      configured: false,
+    });
+    assertError(await s.req('POST', '/v1/codehost/installations/42/link'), 404, 'SVC_CODEHOST_APP_ID');
+    const stored = await s.server.ctx.db.get<{ team_id: string }>(
+      'SELECT team_id FROM installations WHERE installation_id = ?',
+      [42],
+    );
+    assert.equal(stored?.team_id, '', 'the refused link changed nothing');
+    for (const path of ['/v1/codehost/repos?installation=42', '/v1/codehost/repos']) {
+      const repos = await s.req('GET', path);
+      assert.equal(repos.status, 200, JSON.stringify(repos.body));
+      assert.deepEqual(repos.body, { repos: [], configured: false });
+    }
+    assertError(await s.req('GET', '/v1/codehost/repos?installation=x'), 400);
     assertError(await s.req('GET', '/v1/codehost/installations', { token: false }), 401);
     assertError(await s.req('POST', '/v1/codehost/installations/abc/link'), 400);
   });

@@ -143,7 +143,7 @@ forEachDialect('device flow', (dialect) => {
     assertError(await poll(c.device_code), 428);
   });
 
-  test('expired codes: token says expired_token, approve says 410', async () => {
+  test('expired codes: token says expired_token, approve is 400 and approves nothing', async () => {
     const u = await signIn(s, 'late@example.com');
     const c = await start();
     await s.server.ctx.db.run('UPDATE device_codes SET expires_at = ?', [
@@ -157,9 +157,12 @@ forEachDialect('device flow', (dialect) => {
         token: u.session,
         body: { user_code: c.user_code, team_id: u.teamId },
       }),
-      410,
+      400,
       'expired',
     );
+    const keys = await s.req('GET', '/v1/keys', { token: u.session });
+    assert.deepEqual(keys.body.keys, [], 'no key was minted for the expired code');
+    assert.equal((await poll(c.device_code)).body.error, 'expired_token');
   });
 
   test('a key approved on another server process is never handed out, and is revoked', async () => {

@@ -179,6 +179,21 @@ forEachDialect('identity routes', (dialect) => {
 
     // An API key on a session-only route → 403; a session on a key route works.
     assertError(await s.req('GET', '/v1/teams'), 403);
+    // ...but a bad or revoked key is a bad credential first: 401 on a session-only route too.
+    assertError(await s.req('GET', '/v1/teams', { token: 'dak_not-a-real-key-0000000000' }), 401, 'invalid');
+    const doomed = await s.req('POST', '/v1/keys', { body: { name: 'doomed' } });
+    assert.equal((await s.req('DELETE', `/v1/keys/${doomed.body.key.ID}`)).status, 200);
+    for (const [method, path] of [
+      ['GET', '/v1/teams'],
+      ['POST', '/v1/teams'],
+      ['POST', '/v1/device/approve'],
+    ]) {
+      assertError(
+        await s.req(method, path, { token: doomed.body.api_key, ...(method === 'POST' ? { body: {} } : {}) }),
+        401,
+        'revoked',
+      );
+    }
     assert.equal((await s.req('GET', '/v1/projects', { token: u.session })).status, 200);
 
     // A session asking for a team it is not a member of → 403.

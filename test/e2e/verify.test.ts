@@ -117,6 +117,8 @@ describe('verify on real Docker', { skip: tier('docker') }, () => {
       assert.equal(deployment.Status, 'succeeded', deployment.Error);
       const v = phases.at(-1).Evidence;
       assert.deepEqual([v.reward, v.source, v.refused], [0, 'refused', true], make);
+      const grade = phases.find((p: any) => p.Name === 'grade').Evidence;
+      assert.deepEqual([grade.reward, grade.source, grade.refused], [0, 'refused', true], make);
       const collect = phases.find((p: any) => p.Name === 'collect').Evidence;
       assert.equal(collect.refused.length, 1);
       assert.match(collect.refused[0], reason);

@@ -181,5 +181,12 @@ forEachDialect('failures: disconnects, timeouts, duplicates, ordering', (dialect
     const { deployment } = await deploy(w, SIMPLE_COMPOSE);
     delete w.sc.handlers['env.create'];
     assert.match(deployment.Error, /^prepare: malformed env.create result: endpoints must be object$/);
+    const row = await w.t.server.ctx.db.get<{ status: string; error: string }>(
+      "SELECT status, error FROM commands WHERE kind = 'env.create' ORDER BY created_at DESC, id DESC LIMIT 1",
+    );
+    assert.deepEqual(
+      { ...row },
+      { status: 'failed', error: 'malformed env.create result: endpoints must be object' },
+    );
   });
 });

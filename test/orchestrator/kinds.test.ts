@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import { bareRequest } from '../support/api.ts';
 import { forEachDialect } from '../support/server.ts';
 import {
   AGENT_COMPOSE,
@@ -72,6 +73,23 @@ forEachDialect('fork, snapshot, rollback, verify, destroy', (dialect) => {
     const bad = await w.t.req('POST', `/v1/envs/${w.alpha}/fork`, { body: { version: 'ver_nope' } });
     assert.equal(bad.status, 400);
     assert.equal((await w.t.req('POST', '/v1/envs/env_nope/fork', { body: {} })).status, 404);
+  });
+
+  test('fork and verify with no body at all work like an empty object', async () => {
+    // fetch sends `content-length: 0`; a bare request (curl -X POST) sends no length at all;
+    // many clients send a JSON content type with an empty body.
+    for (const send of [
+      (path: string) => w.t.req('POST', path),
+      (path: string) => bareRequest(w.t.url, path, w.t.key),
+      (path: string) => w.t.req('POST', path, { raw: '', headers: { 'content-type': 'application/json' } }),
+    ]) {
+      for (const op of ['fork', 'verify']) {
+        const r = await send(`/v1/envs/${w.alpha}/${op}`);
+        assert.equal(r.status, 202, `${op}: ${JSON.stringify(r.body)}`);
+        const { deployment } = await finished(w.t, r.body.deployment.ID);
+        assert.equal(deployment.Status, 'succeeded', deployment.Error);
+      }
+    }
   });
 
   test('snapshot: a new healthy current version with the same spec', async () => {
@@ -215,6 +233,11 @@ forEachDialect('fork, snapshot, rollback, verify, destroy', (dialect) => {
         : { reward: 1, exit_code: 0, stdout: '', stderr: '', source: 'reward.txt', ran_for: 1 };
     const r = await w.t.req('POST', `/v1/envs/${w.alpha}/verify`, { body: { resume: true } });
     const { phases } = await finished(w.t, r.body.deployment.ID);
+    // Spec verify table: the grade phase carries `refused: true` when collect refused anything.
+    const grade = phases.find((ph: any) => ph.Name === 'grade').Evidence;
+    assert.equal(grade.refused, true);
+    assert.equal(grade.reward, 0);
+    assert.equal(grade.source, 'refused');
     const v = phases.at(-1).Evidence;
     assert.equal(v.reward, 0);
     assert.equal(v.source, 'refused');

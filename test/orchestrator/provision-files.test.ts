@@ -151,6 +151,36 @@ forEachDialect('exec and files', (dialect) => {
     );
   });
 
+  test('exec and files: a malformed host result is 502 and its command row ends failed, never succeeded', async () => {
+    const lastExec = () =>
+      w.t.server.ctx.db.get<{ status: string; error: string; result: string | null }>(
+        "SELECT status, error, result FROM commands WHERE kind = 'env.exec' ORDER BY created_at DESC, id DESC LIMIT 1",
+      );
+    for (const bad of [{ exit_code: 'zero', stdout: '', stderr: '' }, { stdout: 'x' }, [1, 2], 'text']) {
+      w.sc.handlers['env.exec'] = () => bad;
+      const r = await w.t.req('POST', `/v1/envs/${w.alpha}/exec`, { body: { service: 'app', cmd: ['id'] } });
+      assert.equal(r.status, 502, JSON.stringify(r.body));
+      assert.match(r.body.error, /^malformed env.exec result: /);
+      const row = await lastExec();
+      assert.equal(row?.status, 'failed', JSON.stringify(bad));
+      assert.match(row?.error ?? '', /^malformed env.exec result: /);
+      assert.equal(row?.result, null);
+    }
+    delete w.sc.handlers['env.exec'];
+    assert.equal(
+      (await w.t.req('POST', `/v1/envs/${w.alpha}/exec`, { body: { service: 'app', cmd: ['id'] } })).status,
+      200,
+    );
+    assert.equal((await lastExec())?.status, 'succeeded');
+    // A file download too: the host's answer is checked before anything is sent back.
+    const get = w.sc.handlers['env.get'];
+    w.sc.handlers['env.get'] = () => ({ tar_b64: 42 });
+    const bad = await w.t.req('GET', `/v1/envs/${w.alpha}/files?service=app&path=/data`);
+    w.sc.handlers['env.get'] = get;
+    assert.equal(bad.status, 502);
+    assert.equal(bad.body.error, 'malformed env.get result: tar_b64 must be string');
+  });
+
   test('files: put and get round-trip inline and, above a frame, by blob', async () => {
     const small = await tarOf({ 'a.txt': 'hello' });
     const r = await put('/data/in', small);

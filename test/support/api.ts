@@ -1,6 +1,7 @@
 // Small helpers for API suites: sign a user in (dev login), make a second team with its own API
 // key, create a project, and read a database table back for at-rest checks.
 import assert from 'node:assert/strict';
+import { connect } from 'node:net';
 import type { Res, TestServer } from './server.ts';
 
 export interface SignedIn {
@@ -65,4 +66,39 @@ export async function dumpDatabase(s: TestServer): Promise<string> {
     out += `${JSON.stringify(await db.all(`SELECT * FROM ${name}`))}\n`;
   }
   return out;
+}
+
+/**
+ * A request with no body and no body headers at all (no content-type, no content-length), as
+ * `curl -X POST` sends it; fetch always adds `content-length: 0`.
+ */
+export function bareRequest(
+  base: string,
+  path: string,
+  token: string,
+  method = 'POST',
+): Promise<{ status: number; body: any }> {
+  return new Promise((resolve, reject) => {
+    const url = new URL(path, base);
+    // Written, not ended: a half-closed socket makes Node's server drop the request.
+    const sock = connect(Number(url.port), url.hostname, () => {
+      sock.write(
+        `${method} ${url.pathname}${url.search} HTTP/1.1\r\nHost: ${url.host}\r\n` +
+          `Authorization: Bearer ${token}\r\nConnection: close\r\n\r\n`,
+      );
+    });
+    const chunks: Buffer[] = [];
+    sock.on('data', (c) => chunks.push(c));
+    sock.on('error', reject);
+    sock.on('end', () => {
+      const text = Buffer.concat(chunks).toString('utf8');
+      const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1] ?? 0);
+      const raw = text.slice(text.indexOf('\r\n\r\n') + 4);
+      let body: unknown = raw;
+      try {
+        body = JSON.parse(raw);
+      } catch {}
+      resolve({ status, body });
+    });
+  });
 }

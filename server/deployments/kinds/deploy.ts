@@ -119,11 +119,18 @@ async function join(ctx: Ctx) {
   return { host: hostId, joined_in_ms: Date.now() - started };
 }
 
+/** Spec "Targets, placement and drivers": hosted providers run one container per environment. */
+export const multiServiceOnProvider = (provider: string, services: number): string =>
+  `${provider} runs one container per environment; use your machines for multi-service stacks (${services} services declared)`;
+
 async function prepare(ctx: Ctx) {
   const hostId = p(ctx).host as string;
   const target = await targetOf(ctx, hostId);
-  await updateEnv(ctx.deps.db, ctx.dep.EnvID, { hostId });
   const spec = await specOf(ctx);
+  if (target.kind.startsWith('driver:') && spec.services.length > 1) {
+    throw new Error(multiServiceOnProvider(target.kind.slice('driver:'.length), spec.services.length));
+  }
+  await updateEnv(ctx.deps.db, ctx.dep.EnvID, { hostId });
   const r: Results['env.create'] = await send(ctx, target, ctx.dep.EnvID, 'env.create', {
     version: ctx.dep.VersionID,
     services: spec.services,

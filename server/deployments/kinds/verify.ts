@@ -87,12 +87,13 @@ async function grade(ctx: Ctx) {
   const s = await spec(ctx);
   const graderId = p(ctx).grader_env as string;
   const env = await agentEnv(ctx);
+  const refused = (p(ctx).collect?.refused.length ?? 0) > 0;
   const r = await send(
     ctx,
     await targetOf(ctx, env.HostID),
     graderId,
     'verify.run',
-    { id: ctx.dep.ID, verifier: s.verifier, refused: (p(ctx).collect?.refused.length ?? 0) > 0 },
+    { id: ctx.dep.ID, verifier: s.verifier, refused },
     (s.verifier.timeout_sec + 60) * 1000,
   );
   p(ctx).grade = { reward: r.reward, exit_code: r.exit_code, source: r.source };
@@ -103,6 +104,8 @@ async function grade(ctx: Ctx) {
     stderr: r.stderr,
     source: r.source,
     ran_for: r.ran_for,
+    // Spec verify table: `refused: true` when collect refused anything.
+    ...(refused ? { refused: true } : {}),
   };
 }
 
