@@ -57,13 +57,15 @@ forEachDialect('code hosting unconfigured', (dialect) => {
     );
   });
 
-  test('/v1/codehost/*: installations report configured false; link and repos 503', async () => {
+  test('/v1/codehost/*: configured false, never 503; an installation is unseen (404) while the app is off', async () => {
     await seeInstallation(s, 42, '');
     const r = await s.req('GET', '/v1/codehost/installations');
     assert.equal(r.status, 200);
     assert.deepEqual(r.body, { installations: [], configured: false });
-    assertError(await s.req('POST', '/v1/codehost/installations/42/link'), 503, 'not configured');
-    assertError(await s.req('GET', '/v1/codehost/repos?installation=42'), 503);
+    assertError(await s.req('POST', '/v1/codehost/installations/42/link'), 404, 'not configured');
+    const repos = await s.req('GET', '/v1/codehost/repos?installation=42');
+    assert.equal(repos.status, 200);
+    assert.deepEqual(repos.body, { repos: [], configured: false });
     assertError(await s.req('GET', '/v1/codehost/installations', { token: false }), 401);
     assertError(await s.req('POST', '/v1/codehost/installations/abc/link'), 400);
   });
