@@ -1,27 +1,31 @@
-// The code-hosting routes. Sign-in (/auth/codehost/*), the webhook and deploy-from-source answer
+// The code-hosting routes (spec "Code-hosting integration", "Sign-in"): routes parse, call one
+// domain function and answer. Sign-in (/auth/codehost/*), the webhook and deploy-from-source answer
 // 503 while their credentials are unset; `/v1/codehost/*` report `configured: false` instead.
 import { Type } from '@sinclair/typebox';
 import type { AppContext } from '../context.ts';
-import { NotConfigured } from '../errors.ts';
 import type { App } from '../http/app.ts';
 import { Body, emptyBodyIsObject, SECURED } from '../http/schema.ts';
-import { requireProject } from '../projects/projects.ts';
-import {
-  APP_UNAVAILABLE,
-  installationsView,
-  linkInstallation,
-  reposView,
-  requireApp,
-  requireSignIn,
-  SIGN_IN_UNAVAILABLE,
-} from './codehost.ts';
+import { installationsView, linkInstallation, reposView, requireApp } from './codehost.ts';
+import { GitHub } from './github.ts';
+import { finishSignIn, OAuthStates, startUrl } from './oauth.ts';
+import { type CodehostDeps, deployFromSource } from './push.ts';
+import { handleDelivery } from './webhooks.ts';
 
 const tags = ['code hosting'];
 /** Spec "Limits": webhook bodies up to 2 MiB. */
 export const WEBHOOK_BODY_LIMIT = 2 * 1024 * 1024;
 
+/** Each server's sign-in states (tests reach them to expire one). */
+export const oauthStatesOf = new WeakMap<AppContext, OAuthStates>();
+
+const header = (v: string | string[] | undefined): string => (Array.isArray(v) ? (v[0] ?? '') : (v ?? ''));
+
 export function codehostRoutes(app: App, ctx: AppContext): void {
   const { config, db } = ctx;
+  const github = new GitHub(config.codehost.apiUrl, config.codehost.appId, config.codehost.appPrivateKey);
+  const states = new OAuthStates();
+  oauthStatesOf.set(ctx, states);
+  const deps: CodehostDeps = { db, engine: ctx.engine, config, github, log: app.log };
 
   const none = { auth: 'none' as const };
   const signIn = ['sign-in'];
@@ -42,10 +46,7 @@ export function codehostRoutes(app: App, ctx: AppContext): void {
         }),
       },
     },
-    async () => {
-      requireSignIn(config);
-      throw new NotConfigured(SIGN_IN_UNAVAILABLE);
-    },
+    async (req, reply) => reply.redirect(startUrl(config, github, states, req.query.return), 302),
   );
   app.get(
     '/auth/codehost/callback',
@@ -60,25 +61,34 @@ export function codehostRoutes(app: App, ctx: AppContext): void {
         }),
       },
     },
-    async () => {
-      requireSignIn(config);
-      throw new NotConfigured(SIGN_IN_UNAVAILABLE);
+    async (req, reply) => {
+      const to = await finishSignIn(db, config, github, states, req.query);
+      return reply.header('cache-control', 'no-store').redirect(to, 302);
     },
   );
 
-  app.post(
-    '/webhooks/codehost',
-    {
-      config: { auth: 'none' },
-      bodyLimit: WEBHOOK_BODY_LIMIT,
-      // Before the body is read: an unconfigured app answers 503 whatever was sent.
-      onRequest: async () => requireApp(config),
-      schema: { tags, summary: 'Code-hosting app webhook (push, installation, ping)' },
-    },
-    async () => {
-      throw new NotConfigured(APP_UNAVAILABLE);
-    },
-  );
+  // The signature is over the raw bytes, so this route keeps the body as it came.
+  app.register(async (raw) => {
+    raw.removeAllContentTypeParsers();
+    raw.addContentTypeParser('*', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
+    raw.post(
+      '/webhooks/codehost',
+      {
+        config: none,
+        bodyLimit: WEBHOOK_BODY_LIMIT,
+        // Before the body is read: an unconfigured app answers 503 whatever was sent.
+        onRequest: async () => requireApp(config),
+        schema: { tags, summary: 'Code-hosting app webhook (push, installation, ping)' },
+      },
+      async (req) =>
+        handleDelivery(deps, {
+          event: header(req.headers['x-github-event']),
+          id: header(req.headers['x-github-delivery']),
+          signature: header(req.headers['x-hub-signature-256']),
+          body: Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0),
+        }),
+    );
+  });
 
   app.get(
     '/v1/codehost/installations',
@@ -111,7 +121,14 @@ export function codehostRoutes(app: App, ctx: AppContext): void {
         querystring: Type.Object({ installation: Type.Optional(Type.String({ pattern: '^[0-9]{1,15}$' })) }),
       },
     },
-    async () => reposView(config),
+    async (req) =>
+      reposView(
+        db,
+        config,
+        github,
+        req.caller.teamId,
+        req.query.installation === undefined ? undefined : Number(req.query.installation),
+      ),
   );
 
   app.post(
@@ -129,10 +146,9 @@ export function codehostRoutes(app: App, ctx: AppContext): void {
       },
       preValidation: emptyBodyIsObject,
     },
-    async (req) => {
-      await requireProject(db, req.caller.teamId, req.params.project);
-      requireApp(config);
-      throw new NotConfigured(APP_UNAVAILABLE);
+    async (req, reply) => {
+      reply.code(202);
+      return deployFromSource(deps, req.caller.teamId, req.params.project, req.body ?? {});
     },
   );
 }

@@ -5,10 +5,11 @@ import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
+import { CORPUS_DIR } from '../../test/support/corpus.ts';
 import { ComposeError, parseCompose } from './index.ts';
 import { assertValidSpec, parses, refuses } from './testing.ts';
 
-const CORPUS = '/work/shared/corpus';
+const CORPUS = CORPUS_DIR;
 const COMPOSE_DIR = join(CORPUS, 'compose');
 const read = (path: string) => readFileSync(path, 'utf8');
 

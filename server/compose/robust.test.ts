@@ -7,10 +7,11 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { stringify } from 'yaml';
+import { corpusPath } from '../../test/support/corpus.ts';
 import { ComposeError, type ImageSandboxInput, imageSandboxSpec, parseCompose } from './index.ts';
 import { assertValidSpec } from './testing.ts';
 
-const COMPOSE_DIR = '/work/shared/corpus/compose';
+const COMPOSE_DIR = corpusPath('compose');
 const corpus = readdirSync(COMPOSE_DIR)
   .filter((f) => f.endsWith('.yaml'))
   .sort()

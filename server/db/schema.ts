@@ -69,4 +69,17 @@ const v2: Migration = {
   up: () => ['CREATE UNIQUE INDEX clouds_team_name ON clouds (team_id, name)'],
 };
 
-export const MIGRATIONS: readonly Migration[] = [v1, v2];
+// Push-to-deploy: webhook deliveries already handled (by X-GitHub-Delivery, so a redelivery deploys
+// nothing twice) and the check run posted for each deployment a push started.
+const v5: Migration = {
+  version: 5,
+  name: 'code-hosting deliveries and check runs',
+  up: () => [
+    `CREATE TABLE codehost_deliveries (delivery_id TEXT PRIMARY KEY, event TEXT NOT NULL, answer TEXT NOT NULL DEFAULT '',
+      received_at TEXT NOT NULL)`,
+    `CREATE TABLE codehost_check_runs (deployment_id TEXT PRIMARY KEY, installation_id INTEGER NOT NULL,
+      repo TEXT NOT NULL, check_run_id INTEGER NOT NULL, conclusion TEXT NOT NULL DEFAULT '', created_at TEXT NOT NULL)`,
+  ],
+};
+
+export const MIGRATIONS: readonly Migration[] = [v1, v2, v5];

@@ -122,6 +122,8 @@ export class Engine {
         this.#finished.off(id, done);
         resolve(null);
       }, timeoutMs);
+      // A waiter (a check run following its deployment) never keeps the process alive.
+      timer.unref();
       const done = (status: DeploymentStatus) => {
         clearTimeout(timer);
         resolve(status);

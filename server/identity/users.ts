@@ -120,3 +120,54 @@ export async function signIn(db: Db, who: SignIn): Promise<{ user: User; token: 
     return { user: userOf(row), token: await mintSession(tx, row.id), created: true };
   });
 }
+
+/** Who the code host says signed in (spec "GET /auth/codehost/callback"). */
+export interface CodehostSignIn {
+  /** The code host's numeric user id, as text. */
+  codehostId: string;
+  login: string;
+  name: string;
+  email: string;
+}
+
+/**
+ * Finds the user by code-host id, else by e-mail (and remembers the id), and refreshes login and
+ * name; a first-time user is created with a personal team named after their login. Then mints a
+ * session. One transaction.
+ */
+export async function signInWithCodehost(
+  db: Db,
+  who: CodehostSignIn,
+): Promise<{ user: User; token: string; created: boolean }> {
+  const email = who.email.trim().toLowerCase();
+  const name = who.name.trim() || who.login;
+  return db.transaction(async (tx) => {
+    const found =
+      (await tx.get<UserRow>('SELECT * FROM users WHERE codehost_id = ?', [who.codehostId])) ??
+      (await tx.get<UserRow>('SELECT * FROM users WHERE email = ?', [email]));
+    if (found) {
+      await tx.run('UPDATE users SET codehost_id = ?, login = ?, name = ? WHERE id = ?', [
+        who.codehostId,
+        who.login,
+        name,
+        found.id,
+      ]);
+      const user = userOf({ ...found, login: who.login, name });
+      return { user, token: await mintSession(tx, found.id), created: false };
+    }
+    const row: UserRow = {
+      id: newId(PREFIX.user),
+      email,
+      login: who.login,
+      name,
+      codehost_id: who.codehostId,
+      created_at: now(),
+    };
+    await tx.run(
+      'INSERT INTO users (id, email, login, name, codehost_id, created_at) VALUES (?, ?, ?, ?, ?, ?)',
+      [row.id, row.email, row.login, row.name, row.codehost_id, row.created_at],
+    );
+    await createOwnedTeam(tx, row.id, who.login);
+    return { user: userOf(row), token: await mintSession(tx, row.id), created: true };
+  });
+}

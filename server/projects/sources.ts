@@ -106,3 +106,23 @@ export async function patchSource(q: Queryable, projectId: string, p: SourcePatc
     [projectId],
   );
 }
+
+/** The projects (of every team) whose source is `owner/repo` on the code host `provider`. */
+export async function projectsWithRepo(
+  q: Queryable,
+  provider: string,
+  repo: string,
+): Promise<{ projectId: string; teamId: string; name: string; source: ProjectSource }[]> {
+  const rows = await q.all<Row & { team_id: string; name: string; psource: string }>(
+    `SELECT s.*, p.team_id, p.name, p.source AS psource FROM project_sources s JOIN projects p ON p.id = s.project_id
+      WHERE LOWER(s.repo) = LOWER(?) ORDER BY p.created_at`,
+    [repo],
+  );
+  return rows
+    .filter((r) => r.psource.trim().toLowerCase().startsWith(`${provider}:`))
+    .map((r) => ({ projectId: r.project_id, teamId: r.team_id, name: r.name, source: sourceOf(r) }));
+}
+
+export async function setLastDeployedSha(q: Queryable, projectId: string, sha: string): Promise<void> {
+  await q.run('UPDATE project_sources SET last_deployed_sha = ? WHERE project_id = ?', [sha, projectId]);
+}

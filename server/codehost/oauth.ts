@@ -1,0 +1,136 @@
+// Console sign-in through the code host (spec "GET /auth/codehost/start" and "/callback", process
+// rule 2): a `state` held in memory for 10 minutes binds the callback to its start and to the
+// return URL, which must be the console origin or a loopback URL. The callback exchanges the code,
+// reads the user and their verified e-mail, signs them in and ends at `<return>#token=<session>`.
+import { randomBytes } from 'node:crypto';
+import type { Config } from '../config/config.ts';
+import type { Db } from '../db/types.ts';
+import { BadRequest, Upstream } from '../errors.ts';
+import { signInWithCodehost } from '../identity/users.ts';
+import { consoleUrl, requireSignIn } from './codehost.ts';
+import { call, type GitHub } from './github.ts';
+
+export const STATE_TTL_MS = 10 * 60 * 1000;
+/** States waiting for their callback; past this many the oldest go first (memory stays bounded). */
+const MAX_STATES = 10_000;
+const SCOPES = 'read:user user:email';
+
+const LOOPBACK = new Set(['localhost', '127.0.0.1', '[::1]']);
+
+/** `return` must be on the console's origin or a loopback http(s) URL; default `<console>/app/`. */
+export function returnUrl(config: Config, given: string | undefined): string {
+  const console = consoleUrl(config);
+  if (given === undefined || given === '') return `${console}/app/`;
+  let u: URL;
+  try {
+    u = new URL(given);
+  } catch {
+    throw new BadRequest(`return '${given.slice(0, 200)}' is not a URL`);
+  }
+  const sameConsole = u.origin === new URL(console).origin;
+  const loopback = (u.protocol === 'http:' || u.protocol === 'https:') && LOOPBACK.has(u.hostname);
+  if (!sameConsole && !loopback)
+    throw new BadRequest(`return must be the console (${console}) or a loopback URL, not ${u.origin}`);
+  u.hash = '';
+  return u.toString();
+}
+
+export class OAuthStates {
+  #states = new Map<string, { returnTo: string; expires: number }>();
+
+  create(returnTo: string): string {
+    const state = randomBytes(24).toString('base64url');
+    if (this.#states.size >= MAX_STATES) this.#states.delete(this.#states.keys().next().value as string);
+    this.#states.set(state, { returnTo, expires: Date.now() + STATE_TTL_MS });
+    return state;
+  }
+
+  /** The return URL of a live state, which is used up; 400 for an unknown or expired one. */
+  take(state: string | undefined): string {
+    const found = state ? this.#states.get(state) : undefined;
+    if (state) this.#states.delete(state);
+    if (!found) throw new BadRequest('unknown sign-in state: start again at /auth/codehost/start');
+    if (found.expires <= Date.now())
+      throw new BadRequest('sign-in state expired: start again at /auth/codehost/start');
+    return found.returnTo;
+  }
+
+  /** Tests: make every waiting state older than its 10 minutes. */
+  expireAll(): void {
+    for (const s of this.#states.values()) s.expires = 0;
+  }
+}
+
+export const callbackUrl = (config: Config): string =>
+  `${config.publicUrl.replace(/\/+$/, '')}/auth/codehost/callback`;
+
+export function startUrl(
+  config: Config,
+  github: GitHub,
+  states: OAuthStates,
+  given: string | undefined,
+): string {
+  requireSignIn(config);
+  const state = states.create(returnUrl(config, given));
+  const q = new URLSearchParams({
+    client_id: config.codehost.clientId,
+    redirect_uri: callbackUrl(config),
+    scope: SCOPES,
+    state,
+  });
+  return `${github.web}/login/oauth/authorize?${q}`;
+}
+
+interface GhUser {
+  id: number;
+  login: string;
+  name?: string | null;
+  email?: string | null;
+}
+interface GhEmail {
+  email: string;
+  primary: boolean;
+  verified: boolean;
+}
+
+/** The whole callback: returns where to redirect (`<return>#token=<session>`). */
+export async function finishSignIn(
+  db: Db,
+  config: Config,
+  github: GitHub,
+  states: OAuthStates,
+  q: { code?: string; state?: string },
+): Promise<string> {
+  requireSignIn(config);
+  const returnTo = states.take(q.state);
+  if (!q.code) throw new BadRequest('the code host sent no code');
+  const exchanged = await call<{ access_token?: string; error?: string; error_description?: string }>(
+    'POST',
+    `${github.web}/login/oauth/access_token`,
+    {
+      accept: 'application/json',
+      body: {
+        client_id: config.codehost.clientId,
+        client_secret: config.codehost.clientSecret,
+        code: q.code,
+        redirect_uri: callbackUrl(config),
+      },
+    },
+  );
+  if (!exchanged.access_token)
+    throw new Upstream(
+      `code host refused the sign-in: ${exchanged.error_description ?? exchanged.error ?? 'no token'}`,
+    );
+  const user = await call<GhUser>('GET', `${github.api}/user`, { token: exchanged.access_token });
+  const emails = await call<GhEmail[]>('GET', `${github.api}/user/emails`, { token: exchanged.access_token });
+  const verified = Array.isArray(emails) ? emails.filter((e) => e.verified) : [];
+  const email = (verified.find((e) => e.primary) ?? verified[0])?.email;
+  if (!email) throw new BadRequest(`code-host user ${user.login} has no verified e-mail address`);
+  const { token } = await signInWithCodehost(db, {
+    codehostId: String(user.id),
+    login: user.login,
+    name: user.name ?? '',
+    email,
+  });
+  return `${returnTo}#token=${token}`;
+}

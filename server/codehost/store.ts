@@ -1,0 +1,110 @@
+// The code-hosting context's rows: installations the app reported, webhook deliveries already
+// handled (so a redelivery deploys nothing twice) and the check run posted for a deployment.
+import { now, type Queryable } from '../db/types.ts';
+
+export interface Installation {
+  InstallationID: number;
+  TeamID: string;
+  AccountLogin: string;
+  CreatedAt: string;
+}
+
+interface Row {
+  installation_id: number | string;
+  team_id: string;
+  account_login: string;
+  created_at: string;
+}
+
+const installationOf = (r: Row): Installation => ({
+  InstallationID: Number(r.installation_id),
+  TeamID: r.team_id,
+  AccountLogin: r.account_login,
+  CreatedAt: r.created_at,
+});
+
+export async function getInstallation(q: Queryable, id: number): Promise<Installation | undefined> {
+  const r = await q.get<Row>('SELECT * FROM installations WHERE installation_id = ?', [id]);
+  return r && installationOf(r);
+}
+
+export async function listInstallations(q: Queryable, teamId: string): Promise<Installation[]> {
+  const rows = await q.all<Row>('SELECT * FROM installations WHERE team_id = ? ORDER BY created_at', [
+    teamId,
+  ]);
+  return rows.map(installationOf);
+}
+
+/** Reported (created, unsuspended, new permissions): kept, or recorded unlinked. */
+export async function upsertInstallation(q: Queryable, id: number, accountLogin: string): Promise<void> {
+  const r = await q.run('UPDATE installations SET account_login = ? WHERE installation_id = ?', [
+    accountLogin,
+    id,
+  ]);
+  if (r.changes === 0)
+    await q.run(
+      "INSERT INTO installations (installation_id, team_id, account_login, created_at) VALUES (?, '', ?, ?)",
+      [id, accountLogin, now()],
+    );
+}
+
+export async function deleteInstallation(q: Queryable, id: number): Promise<void> {
+  await q.run('DELETE FROM installations WHERE installation_id = ?', [id]);
+}
+
+/** Links `id` to `teamId` unless another team holds it; false when it does. */
+export async function claimInstallation(q: Queryable, id: number, teamId: string): Promise<boolean> {
+  const r = await q.run(
+    "UPDATE installations SET team_id = ? WHERE installation_id = ? AND (team_id = '' OR team_id = ?)",
+    [teamId, id, teamId],
+  );
+  return r.changes > 0;
+}
+
+/** Records a delivery; false when it was recorded before (a redelivery). */
+export async function recordDelivery(q: Queryable, id: string, event: string): Promise<boolean> {
+  const r = await q.run(
+    'INSERT INTO codehost_deliveries (delivery_id, event, answer, received_at) VALUES (?, ?, ?, ?) ON CONFLICT (delivery_id) DO NOTHING',
+    [id, event, '', now()],
+  );
+  return r.changes > 0;
+}
+
+export async function saveDeliveryAnswer(q: Queryable, id: string, answer: unknown): Promise<void> {
+  await q.run('UPDATE codehost_deliveries SET answer = ? WHERE delivery_id = ?', [
+    JSON.stringify(answer),
+    id,
+  ]);
+}
+
+export async function deliveryAnswer(q: Queryable, id: string): Promise<unknown> {
+  const r = await q.get<{ answer: string }>('SELECT answer FROM codehost_deliveries WHERE delivery_id = ?', [
+    id,
+  ]);
+  return r?.answer ? JSON.parse(r.answer) : null;
+}
+
+export interface CheckRun {
+  deploymentId: string;
+  installationId: number;
+  repo: string;
+  checkRunId: number;
+}
+
+export async function saveCheckRun(q: Queryable, c: CheckRun): Promise<void> {
+  await q.run(
+    'INSERT INTO codehost_check_runs (deployment_id, installation_id, repo, check_run_id, conclusion, created_at) VALUES (?, ?, ?, ?, ?, ?)',
+    [c.deploymentId, c.installationId, c.repo, c.checkRunId, '', now()],
+  );
+}
+
+export async function concludeCheckRun(
+  q: Queryable,
+  deploymentId: string,
+  conclusion: string,
+): Promise<void> {
+  await q.run('UPDATE codehost_check_runs SET conclusion = ? WHERE deployment_id = ?', [
+    conclusion,
+    deploymentId,
+  ]);
+}

@@ -1,0 +1,237 @@
+// A local stand-in for GitHub speaking its real shapes, for the code-hosting tests: the OAuth pages
+// and token exchange (web base), `/user` and `/user/emails`, the app's installation tokens (the
+// app's RS256 JWT is verified: signature, iss, lifetime), installation repositories, branches,
+// contents at a ref, and check runs. The API lives under /api/v3 (the Enterprise layout), the web
+// pages at the root, so the server's base-URL rule is exercised too. Every request is recorded.
+
+import { generateKeyPairSync, type KeyObject, randomBytes } from 'node:crypto';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { jwtVerify } from 'jose';
+
+export interface FakeRepo {
+  full_name: string;
+  default_branch: string;
+  private: boolean;
+  installation: number;
+  /** branch → head sha */
+  branches: Record<string, string>;
+  /** sha → path → text */
+  files: Record<string, Record<string, string>>;
+}
+
+export interface FakeUser {
+  id: number;
+  login: string;
+  name: string;
+  emails: { email: string; primary: boolean; verified: boolean }[];
+}
+
+export interface Recorded {
+  method: string;
+  path: string;
+  auth: string;
+  body: any;
+}
+
+export class FakeGitHub {
+  readonly appId = '4242';
+  readonly privateKeyPem: string;
+  readonly clientId = 'Iv1.fakeclient';
+  readonly clientSecret = 'fake-client-secret';
+  url = '';
+  repos: FakeRepo[] = [];
+  user: FakeUser = {
+    id: 583231,
+    login: 'octocat',
+    name: 'The Octocat',
+    emails: [{ email: 'octocat@github.example', primary: true, verified: true }],
+  };
+  /** Answer check-run creation with this status instead (e.g. 403: no Checks: write). */
+  checkRunStatus = 201;
+  requests: Recorded[] = [];
+  checkRuns: { id: number; repo: string; body: any; updates: any[] }[] = [];
+  #publicKey: KeyObject;
+  #codes = new Map<string, number>();
+  #userTokens = new Set<string>();
+  #instTokens = new Map<string, number>();
+  #server: Server;
+
+  constructor() {
+    const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+    this.privateKeyPem = privateKey.export({ type: 'pkcs1', format: 'pem' }).toString();
+    this.#publicKey = publicKey;
+    this.#server = createServer((req, res) => void this.#handle(req, res));
+  }
+
+  async start(): Promise<this> {
+    await new Promise<void>((r) => this.#server.listen(0, '127.0.0.1', () => r()));
+    this.url = `http://127.0.0.1:${(this.#server.address() as { port: number }).port}`;
+    return this;
+  }
+
+  get apiUrl(): string {
+    return `${this.url}/api/v3`;
+  }
+
+  close(): Promise<void> {
+    this.#server.closeAllConnections();
+    return new Promise((r) => this.#server.close(() => r()));
+  }
+
+  /** The server's environment for an app (and sign-in) pointed at this fake. */
+  env(secret = 'webhook-secret'): Record<string, string> {
+    return {
+      SVC_CODEHOST_API_URL: this.apiUrl,
+      SVC_CODEHOST_APP_ID: this.appId,
+      SVC_CODEHOST_APP_PRIVATE_KEY: this.privateKeyPem,
+      SVC_CODEHOST_WEBHOOK_SECRET: secret,
+      SVC_CODEHOST_CLIENT_ID: this.clientId,
+      SVC_CODEHOST_CLIENT_SECRET: this.clientSecret,
+    };
+  }
+
+  calls(method: string, prefix: string): Recorded[] {
+    return this.requests.filter((r) => r.method === method && r.path.startsWith(prefix));
+  }
+
+  async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const chunks: Buffer[] = [];
+    for await (const c of req) chunks.push(c as Buffer);
+    const text = Buffer.concat(chunks).toString('utf8');
+    let body: any = null;
+    try {
+      body = text ? JSON.parse(text) : null;
+    } catch {
+      body = text;
+    }
+    const u = new URL(req.url ?? '/', this.url);
+    const auth = req.headers.authorization ?? '';
+    this.requests.push({ method: req.method ?? '', path: u.pathname + u.search, auth, body });
+    const send = (status: number, data: unknown, headers: Record<string, string> = {}) => {
+      res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', ...headers });
+      res.end(JSON.stringify(data));
+    };
+    try {
+      await this.#route(req.method ?? '', u, auth, body, send, res);
+    } catch (err) {
+      send(500, { message: (err as Error).message });
+    }
+  }
+
+  async #route(
+    method: string,
+    u: URL,
+    auth: string,
+    body: any,
+    send: (s: number, d: unknown, h?: Record<string, string>) => void,
+    res: ServerResponse,
+  ): Promise<void> {
+    const p = u.pathname;
+    const bearer = auth.startsWith('Bearer ') ? auth.slice(7) : '';
+    if (method === 'GET' && p === '/login/oauth/authorize') {
+      // The user "authorizes" at once: back to the app's redirect_uri with a code and the state.
+      const code = randomBytes(10).toString('hex');
+      this.#codes.set(code, this.user.id);
+      const back = new URL(u.searchParams.get('redirect_uri') ?? '');
+      back.searchParams.set('code', code);
+      back.searchParams.set('state', u.searchParams.get('state') ?? '');
+      res.writeHead(302, { location: back.toString() });
+      res.end();
+      return;
+    }
+    if (method === 'POST' && p === '/login/oauth/access_token') {
+      if (body?.client_id !== this.clientId || body?.client_secret !== this.clientSecret)
+        return send(200, {
+          error: 'incorrect_client_credentials',
+          error_description: 'The client_id and/or client_secret passed are incorrect.',
+        });
+      if (!this.#codes.delete(body?.code))
+        return send(200, {
+          error: 'bad_verification_code',
+          error_description: 'The code passed is incorrect or expired.',
+        });
+      const token = `gho_${randomBytes(12).toString('hex')}`;
+      this.#userTokens.add(token);
+      return send(200, { access_token: token, token_type: 'bearer', scope: 'read:user,user:email' });
+    }
+    if (!p.startsWith('/api/v3/')) return send(404, { message: 'Not Found' });
+    const api = p.slice('/api/v3'.length);
+    if (api === '/user' || api === '/user/emails') {
+      if (!this.#userTokens.has(bearer)) return send(401, { message: 'Bad credentials' });
+      if (api === '/user/emails') return send(200, this.user.emails);
+      const { id, login, name } = this.user;
+      return send(200, { id, login, name, email: null, type: 'User' });
+    }
+    const tokenMatch = /^\/app\/installations\/(\d+)\/access_tokens$/.exec(api);
+    if (method === 'POST' && tokenMatch) {
+      const why = await this.#badJwt(bearer);
+      if (why) return send(401, { message: why });
+      const token = `ghs_${randomBytes(12).toString('hex')}`;
+      this.#instTokens.set(token, Number(tokenMatch[1]));
+      return send(201, { token, expires_at: new Date(Date.now() + 3600_000).toISOString() });
+    }
+    const inst = this.#instTokens.get(bearer);
+    if (inst === undefined) return send(401, { message: 'Bad credentials' });
+    if (method === 'GET' && api === '/installation/repositories') {
+      const repos = this.repos.filter((r) => r.installation === inst);
+      return send(200, {
+        total_count: repos.length,
+        repositories: repos.map((r) => ({
+          full_name: r.full_name,
+          default_branch: r.default_branch,
+          private: r.private,
+        })),
+      });
+    }
+    const m = /^\/repos\/([^/]+\/[^/]+)\/(contents|branches|check-runs)(?:\/(.+))?$/.exec(api);
+    const repo = m && this.repos.find((r) => r.full_name === m[1] && r.installation === inst);
+    if (!m || !repo) return send(404, { message: 'Not Found' });
+    const rest = m[3] ? decodeURIComponent(m[3]) : '';
+    if (method === 'GET' && m[2] === 'contents') {
+      const ref = u.searchParams.get('ref') ?? repo.branches[repo.default_branch];
+      const sha = repo.branches[ref] ?? ref;
+      const file = repo.files[sha]?.[rest];
+      if (file === undefined) return send(404, { message: 'Not Found' });
+      return send(200, {
+        type: 'file',
+        encoding: 'base64',
+        path: rest,
+        sha,
+        content: Buffer.from(file).toString('base64'),
+      });
+    }
+    if (method === 'GET' && m[2] === 'branches') {
+      const sha = repo.branches[rest];
+      return sha ? send(200, { name: rest, commit: { sha } }) : send(404, { message: 'Branch not found' });
+    }
+    if (method === 'POST' && m[2] === 'check-runs' && !rest) {
+      if (this.checkRunStatus !== 201)
+        return send(this.checkRunStatus, { message: 'Resource not accessible by integration' });
+      const id = 1000 + this.checkRuns.length;
+      this.checkRuns.push({ id, repo: repo.full_name, body, updates: [] });
+      return send(201, { id, status: body?.status, head_sha: body?.head_sha });
+    }
+    if (method === 'PATCH' && m[2] === 'check-runs') {
+      const run = this.checkRuns.find((c) => c.id === Number(rest));
+      if (!run) return send(404, { message: 'Not Found' });
+      run.updates.push(body);
+      return send(200, { id: run.id, ...body });
+    }
+    return send(404, { message: 'Not Found' });
+  }
+
+  /** Why a presented app JWT is refused, or '' when GitHub would take it. */
+  async #badJwt(jwt: string): Promise<string> {
+    try {
+      const { payload } = await jwtVerify(jwt, this.#publicKey, {
+        algorithms: ['RS256'],
+        issuer: this.appId,
+      });
+      if (typeof payload.iat !== 'number' || typeof payload.exp !== 'number') return 'JWT without iat/exp';
+      if (payload.exp - payload.iat > 600) return "'Expiration time' claim ('exp') is too far in the future";
+      return '';
+    } catch (err) {
+      return `A JSON web token could not be decoded: ${(err as Error).message}`;
+    }
+  }
+}
