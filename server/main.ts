@@ -14,6 +14,7 @@ import { installValidationMessages } from './http/schema.ts';
 import { Authenticator, installAuth } from './identity/auth.ts';
 import { bootstrap } from './identity/store.ts';
 import { createOrchestrator, type Orchestrator, type OrchestratorOptions } from './orchestrator.ts';
+import { createDrivers, createProvisioners } from './providers/index.ts';
 import { registerRoutes } from './routes.ts';
 
 export const VERSION = process.env.SVC_BUILD_VERSION || 'dev';
@@ -70,6 +71,8 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     onJoined: (token, hostId) => recordJoinedHost(db, token, hostId),
     mintJoinToken: async (teamId, cloudId) => (await mintJoinToken(db, teamId, cloudId)).token,
     ensureDriverHosts: (teamId) => ensureDriverHosts(db, teamId),
+    drivers: createDrivers(db, secrets),
+    provisioners: createProvisioners(secrets),
     ...opts.orchestrator,
   });
   const ctx: AppContext = {

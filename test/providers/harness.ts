@@ -1,0 +1,51 @@
+// Shared steps of the provider suites: connect a target, make a target sandbox, exec, move files,
+// and read deployments, all through the public API.
+import assert from 'node:assert/strict';
+import { finished as finishedWithin } from '../orchestrator/harness.ts';
+import type { TestServer } from '../support/server.ts';
+
+export { tarOf, untar } from '../support/tar.ts';
+
+export async function connectTarget(t: TestServer, body: object) {
+  const r = await t.req('POST', '/v1/targets/connect', { body });
+  assert.equal(r.status, 201, JSON.stringify(r.body));
+  return r.body as { cloud: any; host: any; info: any; capabilities: any };
+}
+
+/** Provider deploys start real containers (and svcd): give them minutes, not seconds. */
+export const finished = (t: TestServer, depId: string, timeoutMs = 300_000) =>
+  finishedWithin(t, depId, timeoutMs);
+
+export const phase = (phases: any[], name: string) => phases.find((p) => p.Name === name);
+
+export async function exec(t: TestServer, env: string, cmd: string[], service = 'main') {
+  const r = await t.req('POST', `/v1/envs/${env}/exec`, { body: { service, cmd } });
+  assert.equal(r.status, 200, JSON.stringify(r.body));
+  return r.body as { exit_code: number; stdout: string; stderr: string };
+}
+
+export async function putFiles(t: TestServer, env: string, path: string, body: Buffer, service = 'main') {
+  const r = await fetch(`${t.url}/v1/envs/${env}/files?service=${service}&path=${encodeURIComponent(path)}`, {
+    method: 'PUT',
+    headers: { authorization: `Bearer ${t.key}`, 'content-type': 'application/x-tar' },
+    body,
+  });
+  return { status: r.status, body: await r.json() };
+}
+
+export async function getFiles(t: TestServer, env: string, path: string, service = 'main') {
+  const r = await fetch(`${t.url}/v1/envs/${env}/files?service=${service}&path=${encodeURIComponent(path)}`, {
+    headers: { authorization: `Bearer ${t.key}` },
+  });
+  const data = Buffer.from(await r.arrayBuffer());
+  return { status: r.status, data };
+}
+
+/** The image sandboxes' single service is named after the image form's rule; read it back. */
+export async function serviceOf(t: TestServer, envId: string): Promise<string> {
+  const env = (await t.req('GET', `/v1/envs/${envId}`)).body.environment;
+  const v = (await t.req('GET', `/v1/envs/${envId}/versions`)).body.versions.find(
+    (x: any) => x.ID === env.CurrentVersionID,
+  );
+  return v.Spec.services[0].name;
+}

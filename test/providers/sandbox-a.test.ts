@@ -1,0 +1,188 @@
+// sandbox-a (E2B shapes) end to end on a Docker-backed fake: connect, a pinned target sandbox,
+// exec through envd's Connect process service, files through envd /files, snapshot as pause and
+// resume, the refusals in the spec's wording, and destroy.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { FakeSandboxA } from '../support/fakes/sandbox-a.ts';
+import { BUSYBOX_IMAGE, ensureTestImages } from '../support/images.ts';
+import { forEachDialect, startTestServer, type TestServer } from '../support/server.ts';
+import { tier } from '../support/tiers.ts';
+import { connectTarget, exec, finished, getFiles, phase, putFiles, tarOf, untar } from './harness.ts';
+
+const docker = tier('docker');
+
+forEachDialect('sandbox-a driver', (dialect) => {
+  let t: TestServer;
+  let fake: FakeSandboxA;
+  let env = '';
+  before(async () => {
+    if (docker) return;
+    await ensureTestImages();
+    fake = await new FakeSandboxA().listen();
+    t = await startTestServer(dialect);
+  });
+  after(async () => {
+    await t?.close();
+    await fake?.close();
+  });
+
+  test('targets/connect checks the token with the provider and records the cloud and driver host', {
+    skip: docker,
+  }, async () => {
+    const c = await connectTarget(t, {
+      provider: 'sandbox-a',
+      name: 'e2b',
+      token: fake.token,
+      config: { api_url: fake.url, envd_url: fake.url },
+    });
+    assert.equal(c.cloud.Provider, 'sandbox-a');
+    assert.equal(c.cloud.Config.token, '\u2022\u2022\u2022');
+    assert.equal(c.host.Name, 'sandbox-a');
+    assert.equal(c.host.Status, 'connected');
+    assert.equal(c.host.connected, true);
+    assert.equal(c.capabilities.snapshot, 'pause (sandbox persisted)');
+    assert.deepEqual(c.info, { api_url: fake.url, running_sandboxes: 0 });
+    const check = fake.faults.calls.find((x) => x.method === 'GET' && x.path === '/sandboxes');
+    assert.equal(check?.headers['x-api-key'], fake.token);
+    const targets = (await t.req('GET', '/v1/targets')).body.targets;
+    const a = targets.find((x: any) => x.kind === 'driver:sandbox-a');
+    assert.equal(
+      a.table.notes,
+      'one sandbox per environment, pause and resume keeps state with no branching',
+    );
+  });
+
+  test('a pinned target sandbox runs the image with its command and environment', {
+    skip: docker,
+  }, async () => {
+    const r = await t.req('POST', '/v1/targets/e2b/sandboxes', {
+      body: {
+        image: BUSYBOX_IMAGE,
+        cmd: ['sh', '-c', 'echo "$GREETING" > /tmp/started; sleep 100000'],
+        env: { GREETING: 'hello from e2b' },
+      },
+    });
+    assert.equal(r.status, 201, JSON.stringify(r.body));
+    assert.equal(r.body.target, 'e2b');
+    env = r.body.environment.ID;
+    assert.deepEqual(r.body.environment.Endpoints, {});
+    const { phases } = await finished(t, r.body.deployment.ID);
+    assert.equal(phase(phases, 'place').Evidence.reason, 'target e2b');
+    assert.match(phase(phases, 'prepare').Evidence.egress, /allow_internet_access: false/);
+    assert.equal(phase(phases, 'snapshot').Status, 'ok');
+    assert.deepEqual(phase(phases, 'snapshot').Evidence.datasets.length, 1);
+    const [sbx] = fake.sandboxes.values();
+    assert.equal(sbx.templateID, BUSYBOX_IMAGE);
+    assert.deepEqual(sbx.envVars, { GREETING: 'hello from e2b' });
+    assert.equal(sbx.allowInternet, false, 'egress deny asked of the provider');
+    assert.equal(sbx.metadata.svc_env, env);
+    // The background command ran in the sandbox.
+    let out = '';
+    for (let i = 0; i < 50 && !out; i++) {
+      out = (await exec(t, env, ['cat', '/tmp/started'])).stdout;
+      if (!out) await new Promise((res) => setTimeout(res, 100));
+    }
+    assert.equal(out, 'hello from e2b\n');
+  });
+
+  test('exec runs in the sandbox through envd: stdout, stderr and the exit code', {
+    skip: docker,
+  }, async () => {
+    const r = await exec(t, env, ['sh', '-c', 'echo out; echo err >&2; exit 3']);
+    assert.deepEqual(r, { exit_code: 3, stdout: 'out\n', stderr: 'err\n' });
+    const starts = fake.faults.calls.filter((x) => x.path === '/process.Process/Start');
+    assert.ok(starts.length >= 2);
+    const h = starts.at(-1)!.headers;
+    assert.equal(h['e2b-sandbox-port'], '49983');
+    assert.equal(h['e2b-sandbox-id'], [...fake.sandboxes.keys()][0]);
+    assert.equal(h['x-access-token'], [...fake.sandboxes.values()][0].accessToken);
+    const rows = await t.server.ctx.db.all<{ kind: string; status: string }>(
+      'SELECT kind, status FROM commands WHERE env_id = ? ORDER BY created_at',
+      [env],
+    );
+    assert.deepEqual(
+      rows.slice(0, 2).map((x) => ({ ...x })),
+      [
+        { kind: 'env.create', status: 'succeeded' },
+        { kind: 'env.snapshot', status: 'succeeded' },
+      ],
+    );
+  });
+
+  test('files go in and out one file at a time; a missing path is a 502 with the provider message', {
+    skip: docker,
+  }, async () => {
+    const put = await putFiles(t, env, '/work/in', await tarOf({ 'a.txt': 'alpha', 'sub/b.txt': 'beta' }));
+    assert.equal(put.status, 200, JSON.stringify(put.body));
+    assert.equal((await exec(t, env, ['cat', '/work/in/a.txt', '/work/in/sub/b.txt'])).stdout, 'alphabeta');
+    const got = await getFiles(t, env, '/work/in/sub/b.txt');
+    assert.equal(got.status, 200);
+    assert.deepEqual(await untar(got.data), { 'b.txt': 'beta' });
+    const missing = await t.req('GET', `/v1/envs/${env}/files?service=main&path=/nope`);
+    assert.equal(missing.status, 502);
+    assert.match(missing.body.error, /sandbox-a: GET \/files: 404 path '\/nope' does not exist/);
+  });
+
+  test('snapshot pauses and resumes the same sandbox: state is kept', { skip: docker }, async () => {
+    await exec(t, env, ['sh', '-c', 'echo kept > /tmp/state']);
+    const r = await t.req('POST', `/v1/envs/${env}/snapshot`);
+    const { deployment, phases } = await finished(t, r.body.deployment.ID);
+    assert.equal(deployment.Status, 'succeeded', deployment.Error);
+    assert.ok(fake.faults.calls.some((x) => x.path.endsWith('/pause')));
+    assert.ok(fake.faults.calls.some((x) => x.path.endsWith('/connect')));
+    assert.deepEqual(phase(phases, 'health').Evidence, { answered: true });
+    assert.equal((await exec(t, env, ['cat', '/tmp/state'])).stdout, 'kept\n');
+  });
+
+  test('fork, rollback and verify are refused in the spec wording; multi-service fails at prepare', {
+    skip: docker,
+  }, async () => {
+    const f = await t.req('POST', `/v1/envs/${env}/fork`, { body: {} });
+    assert.equal(f.status, 202);
+    const fork = await finished(t, f.body.deployment.ID);
+    assert.equal(fork.deployment.Error, 'clone: sandbox-a: env.fork: not supported on sandbox-a yet');
+    const versions = (await t.req('GET', `/v1/envs/${env}/versions`)).body.versions;
+    const rb = await t.req('POST', `/v1/envs/${env}/rollback`, { body: { version: versions[0].ID } });
+    const roll = await finished(t, rb.body.deployment.ID);
+    assert.equal(roll.deployment.Error, 'restore: sandbox-a: env.rollback: not supported on sandbox-a yet');
+
+    await t.req('POST', '/v1/projects', { body: { name: 'agents' } });
+    const compose = `services:
+  main:
+    image: ${BUSYBOX_IMAGE}
+    user: "1000:1000"
+    command: ["sleep", "100000"]
+x-svc.agent.service: main
+x-svc.verifier: { image: ${BUSYBOX_IMAGE}, command: ["true"], collect: [/tmp], timeout_sec: 10 }
+`;
+    const d = await t.req('POST', '/v1/projects/agents/deploy', { body: { compose } });
+    const dep = await finished(t, d.body.deployment.ID);
+    assert.equal(dep.deployment.Status, 'succeeded', dep.deployment.Error);
+    const v = await t.req('POST', `/v1/envs/${dep.deployment.EnvID}/verify`, { body: {} });
+    const ver = await finished(t, v.body.deployment.ID);
+    assert.equal(ver.deployment.Error, 'collect: sandbox-a: verify.collect: not supported on sandbox-a yet');
+    assert.equal((await t.req('DELETE', `/v1/envs/${dep.deployment.EnvID}`)).status, 202);
+
+    const multi = `services:
+  a: { image: ${BUSYBOX_IMAGE} }
+  b: { image: ${BUSYBOX_IMAGE} }
+`;
+    const m = await t.req('POST', '/v1/projects/agents/deploy', { body: { compose: multi, env: 'multi' } });
+    const md = await finished(t, m.body.deployment.ID);
+    assert.equal(
+      md.deployment.Error,
+      'prepare: sandbox-a runs one container per environment; use your machines for multi-service stacks (2 services declared)',
+    );
+  });
+
+  test('destroy deletes the sandbox at the provider', { skip: docker }, async () => {
+    const r = await t.req('DELETE', `/v1/envs/${env}`);
+    const { deployment } = await finished(t, r.body.deployment.ID);
+    assert.equal(deployment.Status, 'succeeded', deployment.Error);
+    await finished(t, (await t.req('GET', `/v1/envs/${env}/deployments`)).body.deployments[0].ID);
+    for (let i = 0; i < 100 && fake.sandboxes.size; i++) await new Promise((res) => setTimeout(res, 50));
+    assert.equal(fake.sandboxes.size, 0, 'no sandbox left at the provider');
+    const st = await t.server.ctx.db.get('SELECT * FROM provider_state WHERE env_id = ?', [env]);
+    assert.equal(st, undefined);
+  });
+});
