@@ -143,3 +143,9 @@ export const CAPABILITY_TABLE: Record<'sandbox-a' | 'sandbox-b', CapabilityRow> 
 export function capabilityRow(provider: string): CapabilityRow | undefined {
   return isSandboxProvider(provider) ? CAPABILITY_TABLE[provider as 'sandbox-a' | 'sandbox-b'] : undefined;
 }
+
+/** Why a host kind cannot snapshot a running environment, in the spec's refusal wording; '' when it can. */
+export function snapshotRefusal(hostKind: string): string {
+  if (hostKind !== 'driver:sandbox-b') return '';
+  return 'sandbox-b: env.snapshot: not supported on sandbox-b yet (its snapshot API builds images, not snapshots of a running sandbox)';
+}

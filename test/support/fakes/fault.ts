@@ -1,6 +1,6 @@
 // Failure injection shared by the provider fakes: the next call matching a method and path
 // prefix answers with a status and the provider's error body, or never answers at all.
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 
 export interface Fault {
   method: string;
@@ -16,7 +16,7 @@ export interface Fault {
 export class Faults {
   #list: Fault[] = [];
   #hung: ServerResponse[] = [];
-  readonly calls: { method: string; path: string; headers: IncomingMessage['headers'] }[] = [];
+  readonly calls: { method: string; path: string; query: string; headers: IncomingMessage['headers'] }[] = [];
 
   add(f: Fault): void {
     this.#list.push({ times: 1, ...f });
@@ -28,8 +28,8 @@ export class Faults {
 
   /** Records the call; true when a fault answered it (the caller must then stop). */
   hit(req: IncomingMessage, res: ServerResponse): boolean {
-    const path = (req.url ?? '').split('?')[0];
-    this.calls.push({ method: req.method ?? '', path, headers: req.headers });
+    const [path, query = ''] = (req.url ?? '').split('?');
+    this.calls.push({ method: req.method ?? '', path, query, headers: req.headers });
     const f = this.#list.find(
       (x) => x.method === req.method && path.startsWith(x.path) && (x.times ?? 1) > 0,
     );
@@ -52,4 +52,17 @@ export class Faults {
 export function sendJson(res: ServerResponse, status: number, body: unknown): void {
   res.writeHead(status, { 'content-type': 'application/json' });
   res.end(body === undefined ? '' : JSON.stringify(body));
+}
+
+/** Listens on a random loopback port; returns the base URL. */
+export async function listenLocal(server: Server): Promise<string> {
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  return `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+}
+
+/** Ends hung calls and open connections, then stops listening. */
+export async function closeLocal(server: Server, faults: Faults): Promise<void> {
+  faults.release();
+  server.closeAllConnections();
+  await new Promise((r) => server.close(r));
 }

@@ -19,7 +19,7 @@ import {
   setPaused,
   writeFileIn,
 } from './docker-box.ts';
-import { Faults, sendJson } from './fault.ts';
+import { closeLocal, Faults, listenLocal, sendJson } from './fault.ts';
 
 interface Sbx {
   id: string;
@@ -61,17 +61,14 @@ export class FakeSandboxA {
   }
 
   async listen(): Promise<this> {
-    await new Promise<void>((r) => this.#server.listen(0, '127.0.0.1', () => r()));
-    this.url = `http://127.0.0.1:${(this.#server.address() as { port: number }).port}`;
+    this.url = await listenLocal(this.#server);
     return this;
   }
 
   async close(): Promise<void> {
-    this.faults.release();
     for (const s of this.sandboxes.values()) await removeBox(s.container);
     this.sandboxes.clear();
-    this.#server.closeAllConnections();
-    await new Promise((r) => this.#server.close(r));
+    await closeLocal(this.#server, this.faults);
   }
 
   /** envd's auth: the sandbox named by the routing header, and its access token. */
