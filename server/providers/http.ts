@@ -1,6 +1,7 @@
 // One bounded HTTP call to a provider's API. Every call has a deadline (no call waits unbounded);
 // a provider error carries the provider's own message; an unreachable provider says so.
-export const CALL_TIMEOUT_MS = 30_000;
+/** Deadline of one provider call (tests shorten it to prove a hung provider fails the phase). */
+export const LIMITS = { callMs: 30_000 };
 const MAX_ERROR_CHARS = 500;
 
 export class ProviderError extends Error {
@@ -52,7 +53,7 @@ export async function call(
     body = JSON.stringify(opts.body);
     headers['content-type'] = 'application/json';
   }
-  const timeoutMs = opts.timeoutMs ?? CALL_TIMEOUT_MS;
+  const timeoutMs = opts.timeoutMs ?? LIMITS.callMs;
   let res: Response;
   let bytes: Buffer;
   try {

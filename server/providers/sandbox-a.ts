@@ -13,7 +13,7 @@ import {
   serviceArgv,
 } from './driver-host.ts';
 import { type ProcessEventShape, ProcessService, type StartRequestShape } from './envd-process.ts';
-import { CALL_TIMEOUT_MS, call, joinUrl, ProviderError } from './http.ts';
+import { call, joinUrl, LIMITS, ProviderError } from './http.ts';
 import type { ProviderState } from './state.ts';
 
 const NAME = 'sandbox-a';
@@ -190,7 +190,7 @@ export const sandboxA: SandboxProvider = {
       method: 'POST',
       headers: api(c),
       body: { timeout: SANDBOX_TTL_SEC },
-      timeoutMs: CALL_TIMEOUT_MS * 2,
+      timeoutMs: LIMITS.callMs * 2,
     });
     const sb = r.json<Sandbox>();
     return sandboxState({ ...sb, sandboxID: st.ref, templateID: st.data.template }, st.data.user);
