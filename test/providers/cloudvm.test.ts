@@ -121,4 +121,41 @@ function describeCloud() {
     assert.equal(phase(phases, 'provision').Status, 'skipped');
     assert.equal(cloud.machines.length, 1);
   });
+
+  test('pinned target sandboxes: a cloudvm target runs on its joined machine; refusals for other bodies and targets', {
+    skip: docker,
+  }, async () => {
+    const r = await t.req('POST', '/v1/targets/hetzner/sandboxes', {
+      body: { image: BUSYBOX_IMAGE, cmd: ['sleep', '100000'], name: 'pinned-1' },
+    });
+    assert.equal(r.status, 201, JSON.stringify(r.body));
+    assert.equal(r.body.target, 'hetzner');
+    const { phases } = await finished(t, r.body.deployment.ID);
+    const host = phase(phases, 'place').Evidence;
+    assert.equal(host.reason, 'target hetzner');
+    const hosts = (await t.req('GET', '/v1/hosts')).body.hosts;
+    assert.equal(hosts.find((h: any) => h.ID === host.host).CloudID, cloudId);
+    assert.equal((await exec(t, r.body.environment.ID, ['echo', 'pinned'])).stdout, 'pinned\n');
+    const d = await t.req('DELETE', `/v1/envs/${r.body.environment.ID}`);
+    assert.equal((await finished(t, d.body.deployment.ID)).deployment.Status, 'succeeded');
+
+    const missing = await t.req('POST', '/v1/targets/nowhere/sandboxes', { body: { image: BUSYBOX_IMAGE } });
+    assert.equal(missing.status, 404);
+    const versions = (await t.req('GET', `/v1/envs/${env}/versions`)).body.versions;
+    const fromVersion = await t.req('POST', '/v1/targets/hetzner/sandboxes', {
+      body: { from_version: versions[0].ID },
+    });
+    assert.equal(fromVersion.status, 400);
+    assert.match(fromVersion.body.error, /image form only/);
+
+    // A cloudvm target with no connected machine of its own: the spec's message, nothing provisioned.
+    const other = await t.req('POST', '/v1/clouds', {
+      body: { provider: 'cloudvm', name: 'empty', config: { token: cloud.token, api_url: cloud.url } },
+    });
+    assert.equal(other.status, 201);
+    const none = await t.req('POST', '/v1/targets/empty/sandboxes', { body: { image: BUSYBOX_IMAGE } });
+    assert.equal(none.status, 502);
+    assert.match(none.body.error, /place: target 'empty' \(cloudvm\): no connected host$/);
+    assert.equal(cloud.machines.length, 1);
+  });
 }
