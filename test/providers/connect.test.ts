@@ -5,9 +5,10 @@ import { createServer } from 'node:net';
 import { after, before, test } from 'node:test';
 import { CAPABILITY_TABLE } from '../../server/clouds/providers.ts';
 import { assertError } from '../support/api.ts';
-import { FakeSandboxA } from '../support/fakes/sandbox-a.ts';
-import { FakeSandboxB } from '../support/fakes/sandbox-b.ts';
-import { forEachDialect, startTestServer, type TestServer } from '../support/server.ts';
+import type { FakeSandboxA } from '../support/fakes/sandbox-a.ts';
+import type { FakeSandboxB } from '../support/fakes/sandbox-b.ts';
+import { forEachDialect, type TestServer } from '../support/server.ts';
+import { serverWithFakes } from './harness.ts';
 
 /** A loopback port nothing listens on. */
 async function closedPort(): Promise<number> {
@@ -22,15 +23,11 @@ forEachDialect('targets/connect', (dialect) => {
   let t: TestServer;
   let a: FakeSandboxA;
   let b: FakeSandboxB;
+  let close: () => Promise<void>;
   before(async () => {
-    [a, b] = await Promise.all([new FakeSandboxA().listen(), new FakeSandboxB().listen()]);
-    t = await startTestServer(dialect);
+    ({ t, a, b, close } = await serverWithFakes(dialect));
   });
-  after(async () => {
-    await t.close();
-    await a.close();
-    await b.close();
-  });
+  after(() => close());
 
   const count = async () => (await t.req('GET', '/v1/clouds')).body.clouds.length;
 

@@ -2,7 +2,9 @@
 // and read deployments, all through the public API.
 import assert from 'node:assert/strict';
 import { finished as finishedWithin } from '../orchestrator/harness.ts';
-import type { TestServer } from '../support/server.ts';
+import { FakeSandboxA } from '../support/fakes/sandbox-a.ts';
+import { FakeSandboxB } from '../support/fakes/sandbox-b.ts';
+import { type DialectName, startTestServer, type TestServer } from '../support/server.ts';
 
 export { tarOf, untar } from '../support/tar.ts';
 
@@ -48,4 +50,20 @@ export async function serviceOf(t: TestServer, envId: string): Promise<string> {
     (x: any) => x.ID === env.CurrentVersionID,
   );
   return v.Spec.services[0].name;
+}
+
+/** A control plane with both sandbox fakes listening (no target connected yet). */
+export async function serverWithFakes(dialect: DialectName) {
+  const [a, b] = await Promise.all([new FakeSandboxA().listen(), new FakeSandboxB().listen()]);
+  const t = await startTestServer(dialect);
+  return {
+    t,
+    a,
+    b,
+    close: async () => {
+      await t.close();
+      await a.close();
+      await b.close();
+    },
+  };
 }

@@ -30,6 +30,8 @@ export class FakeSandboxB {
   proxyUrl = true;
   /** Images the fake cannot "build" (the driver then falls back to a snapshot of that name). */
   unbuildable = new Set<string>();
+  /** New sandboxes stay `creating` (no container), or end in `error` with this reason. */
+  start: 'normal' | 'never' | { error: string } = 'normal';
   url = '';
   #server: Server;
   #pending = new Set<Promise<void>>();
@@ -51,7 +53,7 @@ export class FakeSandboxB {
 
   async close(): Promise<void> {
     await Promise.allSettled([...this.#pending]);
-    for (const s of this.sandboxes.values()) await removeBox(s.container);
+    for (const s of this.sandboxes.values()) if (s.container) await removeBox(s.container);
     this.sandboxes.clear();
     await closeLocal(this.#server, this.faults);
   }
@@ -99,7 +101,7 @@ export class FakeSandboxB {
       if (s.state !== 'started' && url.searchParams.get('force') !== 'true')
         return err(res, 400, 'Sandbox is not stopped; pass force=true');
       this.sandboxes.delete(s.id);
-      await removeBox(s.container);
+      if (s.container) await removeBox(s.container);
       return sendJson(res, 200, { ...this.#view(s), state: 'destroyed' });
     }
     return err(res, 404, 'Cannot find route');
@@ -121,6 +123,10 @@ export class FakeSandboxB {
       networkBlockAll: body.networkBlockAll === true,
     };
     this.sandboxes.set(s.id, s);
+    if (this.start !== 'normal') {
+      if (typeof this.start === 'object') [s.state, s.errorReason] = ['error', this.start.error];
+      return sendJson(res, 200, this.#view(s));
+    }
     // Started in the background, as the provider does: the answer says `creating`.
     const work = createBox('sbb', image, s.env, s.networkBlockAll)
       .then((id) => {
