@@ -88,6 +88,8 @@ export interface Results {
     egress: 'allowed' | 'denied (verified)' | 'denied (provider)';
     /** Driver hosts: what the provider enforces of the egress rule, in words. */
     enforcement?: string;
+    /** Driver hosts: what becomes of the spec's resource caps, in words. */
+    caps?: string;
     /** Driver hosts: the provider's sandbox id. */
     sandbox?: string;
   };

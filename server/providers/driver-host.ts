@@ -155,6 +155,7 @@ export class DriverHost implements Driver {
       storage: name,
       egress: p.egress === 'allow' ? 'allowed' : 'denied (provider)',
       enforcement: made.egress,
+      caps: `${name} applies its own tier limits; the spec's memory, pids and cpus caps are not applied`,
       sandbox: made.ref,
     };
   }

@@ -33,6 +33,25 @@ interface Sandbox {
 
 const api = (c: ProviderCloud) => ({ 'X-API-Key': c.config.token });
 
+/**
+ * A sandbox lives SANDBOX_TTL_SEC after its last extension and is then auto-paused (created with
+ * autoPause), not killed. Before an in-sandbox call, a sandbox not extended for `everyMs` is
+ * connected again, which resumes it if paused and extends its TTL. In memory: after a control
+ * plane restart the first call extends.
+ */
+export const KEEPALIVE = { everyMs: 10 * 60_000 };
+const extended = new Map<string, number>();
+
+async function keepAlive(c: ProviderCloud, st: ProviderState): Promise<void> {
+  if (Date.now() - (extended.get(st.ref) ?? 0) < KEEPALIVE.everyMs) return;
+  await call(NAME, joinUrl(c.api, `/sandboxes/${encodeURIComponent(st.ref)}/connect`), {
+    method: 'POST',
+    headers: api(c),
+    body: { timeout: SANDBOX_TTL_SEC },
+  });
+  extended.set(st.ref, Date.now());
+}
+
 /** envd's base address and headers for one sandbox (the SDK's routing; `envd_url` forces it). */
 export function envdRoute(
   c: ProviderCloud,
@@ -133,11 +152,13 @@ export const sandboxA: SandboxProvider = {
         metadata: { svc_env: envId },
         secure: true,
         allow_internet_access: egress === 'allow',
+        autoPause: true,
       },
     });
     const sb = r.json<Sandbox>();
     if (typeof sb?.sandboxID !== 'string' || !sb.sandboxID)
       throw new ProviderError(`${NAME}: POST /sandboxes: answer has no sandboxID`, r.status);
+    extended.set(sb.sandboxID, Date.now());
     const user = /^[a-z_][a-z0-9_-]*$/.test(s.user) ? s.user : 'root';
     const st = { ref: sb.sandboxID, data: sandboxState(sb, user) } as ProviderState;
     const argv = serviceArgv(s);
@@ -165,19 +186,30 @@ export const sandboxA: SandboxProvider = {
     };
   },
 
-  exec: (c, st, argv, timeoutSec) => run(c, st, argv, timeoutSec),
+  async exec(c, st, argv, timeoutSec) {
+    await keepAlive(c, st);
+    return run(c, st, argv, timeoutSec);
+  },
 
   async upload(c, st, path, data) {
+    await keepAlive(c, st);
     const { base, headers } = envdRoute(c, st);
     const q = new URLSearchParams({ path, username: st.data.user || 'root' });
-    await call(NAME, `${joinUrl(base, '/files')}?${q}`, { method: 'POST', headers, body: data });
+    await call(NAME, `${joinUrl(base, '/files')}?${q}`, {
+      method: 'POST',
+      headers,
+      body: data,
+      timeoutMs: LIMITS.callMs * 10,
+    });
   },
 
   async download(c, st, path) {
+    await keepAlive(c, st);
     const { base, headers } = envdRoute(c, st);
     const q = new URLSearchParams({ path, username: st.data.user || 'root' });
     const r = await call(NAME, `${joinUrl(base, '/files')}?${q}`, {
       headers: { ...headers, accept: 'application/octet-stream' },
+      timeoutMs: LIMITS.callMs * 10,
     });
     return r.bytes;
   },
@@ -197,6 +229,7 @@ export const sandboxA: SandboxProvider = {
   },
 
   async destroy(c, st) {
+    extended.delete(st.ref);
     await call(NAME, joinUrl(c.api, `/sandboxes/${encodeURIComponent(st.ref)}`), {
       method: 'DELETE',
       headers: api(c),

@@ -5,7 +5,7 @@
 import type { Egress, ServiceRecord } from '../../protocol/spec.ts';
 import type { Created, ProviderCloud, SandboxProvider } from './driver-host.ts';
 import { BACKGROUND, serviceArgv } from './driver-host.ts';
-import { call, joinUrl, ProviderError } from './http.ts';
+import { call, joinUrl, LIMITS, ProviderError } from './http.ts';
 import type { ProviderState } from './state.ts';
 
 const NAME = 'sandbox-b';
@@ -145,6 +145,7 @@ export const sandboxB: SandboxProvider = {
       method: 'POST',
       headers: auth(c),
       body: form,
+      timeoutMs: LIMITS.callMs * 10,
     });
   },
 
@@ -154,6 +155,7 @@ export const sandboxB: SandboxProvider = {
       `${joinUrl(st.data.toolbox, '/files/download')}?${new URLSearchParams({ path })}`,
       {
         headers: { ...auth(c), accept: 'application/octet-stream' },
+        timeoutMs: LIMITS.callMs * 10,
       },
     );
     return r.bytes;

@@ -3,6 +3,8 @@
 // resume, the refusals in the spec's wording, and destroy.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import { KEEPALIVE } from '../../server/providers/sandbox-a.ts';
+import { setPaused } from '../support/fakes/docker-box.ts';
 import { FakeSandboxA } from '../support/fakes/sandbox-a.ts';
 import { BUSYBOX_IMAGE, ensureTestImages } from '../support/images.ts';
 import { forEachDialect, startTestServer, type TestServer } from '../support/server.ts';
@@ -69,6 +71,7 @@ forEachDialect('sandbox-a driver', (dialect) => {
     const { phases } = await finished(t, r.body.deployment.ID);
     assert.equal(phase(phases, 'place').Evidence.reason, 'target e2b');
     assert.match(phase(phases, 'prepare').Evidence.egress, /allow_internet_access: false/);
+    assert.match(phase(phases, 'prepare').Evidence.caps, /caps are not applied/);
     assert.equal(phase(phases, 'snapshot').Status, 'ok');
     assert.deepEqual(phase(phases, 'snapshot').Evidence.datasets.length, 1);
     const [sbx] = fake.sandboxes.values();
@@ -121,6 +124,23 @@ forEachDialect('sandbox-a driver', (dialect) => {
     const missing = await t.req('GET', `/v1/envs/${env}/files?service=main&path=/nope`);
     assert.equal(missing.status, 502);
     assert.match(missing.body.error, /sandbox-a: GET \/files: 404 path '\/nope' does not exist/);
+  });
+
+  test('an in-sandbox call first extends a sandbox not extended lately (connect resumes an auto-paused one)', {
+    skip: docker,
+  }, async () => {
+    const before = fake.faults.calls.filter((x) => x.path.endsWith('/connect')).length;
+    KEEPALIVE.everyMs = 0;
+    try {
+      const [sbx] = fake.sandboxes.values();
+      await setPaused(sbx.container, true); // what the provider's auto-pause at the timeout does
+      assert.equal((await exec(t, env, ['echo', 'awake'])).stdout, 'awake\n');
+    } finally {
+      KEEPALIVE.everyMs = 10 * 60_000;
+    }
+    const connects = fake.faults.calls.filter((x) => x.path.endsWith('/connect'));
+    assert.equal(connects.length, before + 1);
+    assert.equal(connects.at(-1)?.headers['x-api-key'], fake.token);
   });
 
   test('snapshot pauses and resumes the same sandbox: state is kept', { skip: docker }, async () => {

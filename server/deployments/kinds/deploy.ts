@@ -137,7 +137,7 @@ async function prepare(ctx: Ctx) {
   p(ctx).endpoints = r.endpoints;
   p(ctx).started_in = r.started_in;
   // A driver host says what its provider enforces of the egress rule instead of degrading silently.
-  const said = r.enforcement ? { egress: r.enforcement, sandbox: r.sandbox } : {};
+  const said = r.enforcement ? { egress: r.enforcement, caps: r.caps, sandbox: r.sandbox } : {};
   return { version: ctx.dep.VersionID, endpoints: r.endpoints, ...said };
 }
 
