@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { finished as finishedWithin } from '../orchestrator/harness.ts';
 import { FakeSandboxA } from '../support/fakes/sandbox-a.ts';
 import { FakeSandboxB } from '../support/fakes/sandbox-b.ts';
+import { BUSYBOX_IMAGE } from '../support/images.ts';
 import { type DialectName, startTestServer, type TestServer } from '../support/server.ts';
 
 export { tarOf, untar } from '../support/tar.ts';
@@ -66,4 +67,37 @@ export async function serverWithFakes(dialect: DialectName) {
       await b.close();
     },
   };
+}
+
+/**
+ * On a team whose only host is `provider`'s driver host: verify of an agent stack is refused in
+ * the spec's wording, and a three-service stack fails at prepare with the multi-service message.
+ */
+export async function refusesVerifyAndMultiService(t: TestServer, provider: string): Promise<void> {
+  await t.req('POST', '/v1/projects', { body: { name: 'agents' } });
+  const compose = `services:
+  main:
+    image: ${BUSYBOX_IMAGE}
+    user: "1000:1000"
+    command: ["sleep", "100000"]
+x-svc.agent.service: main
+x-svc.verifier: { image: ${BUSYBOX_IMAGE}, command: ["true"], collect: [/tmp], timeout_sec: 10 }
+`;
+  const d = await t.req('POST', '/v1/projects/agents/deploy', { body: { compose } });
+  const dep = await finished(t, d.body.deployment.ID);
+  assert.equal(dep.deployment.Status, 'succeeded', dep.deployment.Error);
+  const v = await t.req('POST', `/v1/envs/${dep.deployment.EnvID}/verify`, { body: {} });
+  const ver = await finished(t, v.body.deployment.ID);
+  assert.equal(
+    ver.deployment.Error,
+    `collect: ${provider}: verify.collect: not supported on ${provider} yet`,
+  );
+  const x = await t.req('DELETE', `/v1/envs/${dep.deployment.EnvID}`);
+  assert.equal((await finished(t, x.body.deployment.ID)).deployment.Status, 'succeeded');
+  const multi = `services:\n  a: { image: ${BUSYBOX_IMAGE} }\n  b: { image: ${BUSYBOX_IMAGE} }\n  c: { image: ${BUSYBOX_IMAGE} }\n`;
+  const m = await t.req('POST', '/v1/projects/agents/deploy', { body: { compose: multi, env: 'multi' } });
+  assert.equal(
+    (await finished(t, m.body.deployment.ID)).deployment.Error,
+    `prepare: ${provider} runs one container per environment; use your machines for multi-service stacks (3 services declared)`,
+  );
 }

@@ -9,7 +9,17 @@ import { FakeSandboxA } from '../support/fakes/sandbox-a.ts';
 import { BUSYBOX_IMAGE, ensureTestImages } from '../support/images.ts';
 import { forEachDialect, startTestServer, type TestServer } from '../support/server.ts';
 import { tier } from '../support/tiers.ts';
-import { connectTarget, exec, finished, getFiles, phase, putFiles, tarOf, untar } from './harness.ts';
+import {
+  connectTarget,
+  exec,
+  finished,
+  getFiles,
+  phase,
+  putFiles,
+  refusesVerifyAndMultiService,
+  tarOf,
+  untar,
+} from './harness.ts';
 
 const docker = tier('docker');
 
@@ -166,33 +176,7 @@ forEachDialect('sandbox-a driver', (dialect) => {
     const roll = await finished(t, rb.body.deployment.ID);
     assert.equal(roll.deployment.Error, 'restore: sandbox-a: env.rollback: not supported on sandbox-a yet');
 
-    await t.req('POST', '/v1/projects', { body: { name: 'agents' } });
-    const compose = `services:
-  main:
-    image: ${BUSYBOX_IMAGE}
-    user: "1000:1000"
-    command: ["sleep", "100000"]
-x-svc.agent.service: main
-x-svc.verifier: { image: ${BUSYBOX_IMAGE}, command: ["true"], collect: [/tmp], timeout_sec: 10 }
-`;
-    const d = await t.req('POST', '/v1/projects/agents/deploy', { body: { compose } });
-    const dep = await finished(t, d.body.deployment.ID);
-    assert.equal(dep.deployment.Status, 'succeeded', dep.deployment.Error);
-    const v = await t.req('POST', `/v1/envs/${dep.deployment.EnvID}/verify`, { body: {} });
-    const ver = await finished(t, v.body.deployment.ID);
-    assert.equal(ver.deployment.Error, 'collect: sandbox-a: verify.collect: not supported on sandbox-a yet');
-    assert.equal((await t.req('DELETE', `/v1/envs/${dep.deployment.EnvID}`)).status, 202);
-
-    const multi = `services:
-  a: { image: ${BUSYBOX_IMAGE} }
-  b: { image: ${BUSYBOX_IMAGE} }
-`;
-    const m = await t.req('POST', '/v1/projects/agents/deploy', { body: { compose: multi, env: 'multi' } });
-    const md = await finished(t, m.body.deployment.ID);
-    assert.equal(
-      md.deployment.Error,
-      'prepare: sandbox-a runs one container per environment; use your machines for multi-service stacks (2 services declared)',
-    );
+    await refusesVerifyAndMultiService(t, 'sandbox-a');
   });
 
   test('destroy deletes the sandbox at the provider', { skip: docker }, async () => {

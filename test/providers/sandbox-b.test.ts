@@ -7,7 +7,17 @@ import { FakeSandboxB } from '../support/fakes/sandbox-b.ts';
 import { BUSYBOX_IMAGE, ensureTestImages } from '../support/images.ts';
 import { forEachDialect, startTestServer, type TestServer } from '../support/server.ts';
 import { tier } from '../support/tiers.ts';
-import { connectTarget, exec, finished, getFiles, phase, putFiles, tarOf, untar } from './harness.ts';
+import {
+  connectTarget,
+  exec,
+  finished,
+  getFiles,
+  phase,
+  putFiles,
+  refusesVerifyAndMultiService,
+  tarOf,
+  untar,
+} from './harness.ts';
 
 const docker = tier('docker');
 const REFUSED =
@@ -132,33 +142,11 @@ forEachDialect('sandbox-b driver', (dialect) => {
     }
   });
 
-  test('verify is refused in the spec wording; a multi-service stack fails at prepare', {
-    skip: docker,
-  }, async () => {
-    await t.req('POST', '/v1/projects', { body: { name: 'agents' } });
-    const compose = `services:
-  main:
-    image: ${BUSYBOX_IMAGE}
-    user: "1000:1000"
-    command: ["sleep", "100000"]
-x-svc.agent.service: main
-x-svc.verifier: { image: ${BUSYBOX_IMAGE}, command: ["true"], collect: [/tmp], timeout_sec: 10 }
-`;
-    const d = await t.req('POST', '/v1/projects/agents/deploy', { body: { compose } });
-    const dep = await finished(t, d.body.deployment.ID);
-    assert.equal(dep.deployment.Status, 'succeeded', dep.deployment.Error);
-    const v = await t.req('POST', `/v1/envs/${dep.deployment.EnvID}/verify`, { body: {} });
-    const ver = await finished(t, v.body.deployment.ID);
-    assert.equal(ver.deployment.Error, 'collect: sandbox-b: verify.collect: not supported on sandbox-b yet');
-    const x = await t.req('DELETE', `/v1/envs/${dep.deployment.EnvID}`);
-    assert.equal((await finished(t, x.body.deployment.ID)).deployment.Status, 'succeeded');
-    const multi = `services:\n  a: { image: ${BUSYBOX_IMAGE} }\n  b: { image: ${BUSYBOX_IMAGE} }\n  c: { image: ${BUSYBOX_IMAGE} }\n`;
-    const m = await t.req('POST', '/v1/projects/agents/deploy', { body: { compose: multi, env: 'multi' } });
-    assert.equal(
-      (await finished(t, m.body.deployment.ID)).deployment.Error,
-      'prepare: sandbox-b runs one container per environment; use your machines for multi-service stacks (3 services declared)',
-    );
-  });
+  test(
+    'verify is refused in the spec wording; a multi-service stack fails at prepare',
+    { skip: docker },
+    () => refusesVerifyAndMultiService(t, 'sandbox-b'),
+  );
 
   test('destroy deletes the sandbox with force', { skip: docker }, async () => {
     const r = await t.req('DELETE', `/v1/envs/${env}`);
