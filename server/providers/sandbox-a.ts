@@ -138,7 +138,7 @@ export const sandboxA: SandboxProvider = {
   async check(c) {
     const r = await call(NAME, joinUrl(c.api, '/sandboxes'), { headers: api(c) });
     const list = r.json<unknown[]>();
-    return { api_url: c.api, running_sandboxes: Array.isArray(list) ? list.length : 0 };
+    return { api_url: c.api, sandboxes: Array.isArray(list) ? list.length : 0 };
   },
 
   async create(c, envId, s: ServiceRecord, egress: Egress): Promise<Created> {

@@ -53,7 +53,7 @@ forEachDialect('sandbox-a driver', (dialect) => {
     assert.equal(c.host.Status, 'connected');
     assert.equal(c.host.connected, true);
     assert.equal(c.capabilities.snapshot, 'pause (sandbox persisted)');
-    assert.deepEqual(c.info, { api_url: fake.url, running_sandboxes: 0 });
+    assert.deepEqual(c.info, { api_url: fake.url, sandboxes: 0 });
     const check = fake.faults.calls.find((x) => x.method === 'GET' && x.path === '/sandboxes');
     assert.equal(check?.headers['x-api-key'], fake.token);
     const targets = (await t.req('GET', '/v1/targets')).body.targets;
