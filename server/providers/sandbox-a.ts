@@ -1,7 +1,7 @@
 // sandbox-a: E2B's public API (corpus: e2b__infra__spec__openapi.yml, envd.yaml; process.proto and
 // the JS SDK for what the OpenAPI leaves out). Control plane with `X-API-Key`; in-sandbox calls go
 // to envd: process `Start` over Connect-RPC, files over `/files`, with `X-Access-Token`.
-import { createClient } from '@connectrpc/connect';
+import { Code, ConnectError, createClient } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-node';
 import type { Egress, ServiceRecord } from '../../protocol/spec.ts';
 import {
@@ -23,6 +23,7 @@ export const SANDBOX_TTL_SEC = 3600;
 /** Domains where the SDK routes through `sandbox.<domain>` with headers instead of per-sandbox hosts. */
 const ROUTED_DOMAINS = ['e2b.app', 'e2b.dev', 'e2b.pro', 'e2b-staging.dev'];
 const MAX_OUTPUT = 4 * 1024 * 1024;
+export const TIMEOUT_EXIT_CODE = 124;
 
 interface Sandbox {
   sandboxID: string;
@@ -107,6 +108,16 @@ async function run(
       } else if (ev?.case === 'end') end = ev.value;
     }
   } catch (e) {
+    // Like the sidecar (and timeout(1)): the command ran, its partial output comes back with 124.
+    if (e instanceof ConnectError && e.code === Code.DeadlineExceeded) {
+      const partial = Buffer.concat(err).toString('utf8');
+      const note = `svc: command timed out after ${timeoutSec} s (the call was cut; the provider was not asked to kill it)`;
+      return {
+        exit_code: TIMEOUT_EXIT_CODE,
+        stdout: Buffer.concat(out).toString('utf8'),
+        stderr: `${partial}${partial ? '\n' : ''}${note}`,
+      };
+    }
     const m = (e as Error).message.replace(/^\[([a-z_]+)\] /, '$1: ');
     throw new ProviderError(`${NAME}: process.Process/Start: ${m}`, 0);
   }

@@ -103,6 +103,13 @@ forEachDialect('sandbox-a driver', (dialect) => {
   }, async () => {
     const r = await exec(t, env, ['sh', '-c', 'echo out; echo err >&2; exit 3']);
     assert.deepEqual(r, { exit_code: 3, stdout: 'out\n', stderr: 'err\n' });
+    const slow = await t.req('POST', `/v1/envs/${env}/exec`, {
+      body: { service: 'main', cmd: ['sh', '-c', 'echo begun; sleep 30'], timeout_sec: 1 },
+    });
+    assert.equal(slow.status, 200, JSON.stringify(slow.body));
+    assert.equal(slow.body.exit_code, 124);
+    assert.equal(slow.body.stdout, 'begun\n');
+    assert.match(slow.body.stderr, /svc: command timed out after 1 s/);
     const starts = fake.faults.calls.filter((x) => x.path === '/process.Process/Start');
     assert.ok(starts.length >= 2);
     const h = starts.at(-1)!.headers;
