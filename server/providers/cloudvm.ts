@@ -12,6 +12,8 @@ import { call, joinUrl, ProviderError } from './http.ts';
 const NAME = 'cloudvm';
 export const JOIN_ENV = '/etc/svc/join.env';
 
+const archQuery = (url: string) => (url.includes('?') ? '&arch=arm64' : '?arch=arm64');
+
 /** cloud-init for a machine that installs the sidecar and joins with `joinToken`. */
 export function userData(req: { serverUrl: string; joinToken: string; sidecarUrl: string }): string {
   const q = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
@@ -28,7 +30,8 @@ export function userData(req: { serverUrl: string; joinToken: string; sidecarUrl
     ],
     runcmd: [
       'systemctl enable --now docker',
-      `curl -fsSL --retry 5 ${q(req.sidecarUrl)} -o /usr/local/bin/svcd.download && chmod 0755 /usr/local/bin/svcd.download`,
+      // The sidecar route serves amd64; `arch=arm64` selects the other build (arm server types).
+      `if [ "$(uname -m)" = aarch64 ]; then ARCH=${q(archQuery(req.sidecarUrl))}; else ARCH=''; fi; curl -fsSL --retry 5 ${q(req.sidecarUrl)}"$ARCH" -o /usr/local/bin/svcd.download && chmod 0755 /usr/local/bin/svcd.download`,
       `/usr/local/bin/svcd.download install --env-file ${JOIN_ENV}`,
     ],
   })}`;

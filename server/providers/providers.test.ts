@@ -79,6 +79,17 @@ test('cloud-init: packages, join.env with plain lines, the sidecar URL and insta
     content: 'SVC_SERVER=https://svc.example\nSVC_JOIN_TOKEN=djt_abc\n',
   });
   assert.ok(ud.runcmd.some((c: string) => c.includes(`'https://rel.example/svcd?x='\\''1'\\'''`)));
+  const fetchLine = ud.runcmd.find((c: string) => c.includes('curl'));
+  const url = (arch: string) =>
+    execFileSync(
+      '/bin/sh',
+      ['-c', fetchLine.replace(/curl .*$/, 'printf %s "$ARCH"').replace('$(uname -m)', arch)],
+      {
+        encoding: 'utf8',
+      },
+    );
+  assert.equal(url('aarch64'), '&arch=arm64', 'arm machines ask for the arm64 build');
+  assert.equal(url('x86_64'), '');
   assert.equal(ud.runcmd.at(-1), '/usr/local/bin/svcd.download install --env-file /etc/svc/join.env');
   assert.ok(Buffer.byteLength(text) < 32 * 1024);
 });
