@@ -5,7 +5,7 @@
 import { create, createFileRegistry, type DescMessage, type DescService } from '@bufbuild/protobuf';
 import { FileDescriptorProtoSchema } from '@bufbuild/protobuf/wkt';
 
-const T = { bool: 8, string: 9, message: 11, bytes: 12, uint32: 13, sint32: 17 } as const;
+const T = { bool: 8, string: 9, message: 11, bytes: 12, uint32: 13, enum: 14, sint32: 17 } as const;
 const OPTIONAL = 1;
 const REPEATED = 3;
 
@@ -167,6 +167,29 @@ const file = create(FileDescriptorProtoSchema, {
       },
     ),
     msg('StartResponse', [{ name: 'event', number: 1, type: 'message', typeName: '.process.ProcessEvent' }]),
+    msg(
+      'ProcessSelector',
+      [
+        { name: 'pid', number: 1, type: 'uint32', oneofIndex: 0 },
+        { name: 'tag', number: 2, type: 'string', oneofIndex: 0 },
+      ],
+      { oneofs: ['selector'] },
+    ),
+    msg('SendSignalRequest', [
+      { name: 'process', number: 1, type: 'message', typeName: '.process.ProcessSelector' },
+      { name: 'signal', number: 2, type: 'enum', typeName: '.process.Signal' },
+    ]),
+    msg('SendSignalResponse', []),
+  ],
+  enumType: [
+    {
+      name: 'Signal',
+      value: [
+        { name: 'SIGNAL_UNSPECIFIED', number: 0 },
+        { name: 'SIGNAL_SIGTERM', number: 15 },
+        { name: 'SIGNAL_SIGKILL', number: 9 },
+      ],
+    },
   ],
   service: [
     {
@@ -177,6 +200,11 @@ const file = create(FileDescriptorProtoSchema, {
           inputType: '.process.StartRequest',
           outputType: '.process.StartResponse',
           serverStreaming: true,
+        },
+        {
+          name: 'SendSignal',
+          inputType: '.process.SendSignalRequest',
+          outputType: '.process.SendSignalResponse',
         },
       ],
     },
@@ -190,7 +218,7 @@ function need<D>(d: D | undefined, name: string): D {
   return d;
 }
 
-/** `process.Process` with its `Start` method: `POST /process.Process/Start` under Connect. */
+/** `process.Process` with `Start` and `SendSignal`: `POST /process.Process/<Method>` under Connect. */
 export const ProcessService: DescService = need(registry.getService('process.Process'), 'Process');
 export const StartRequestSchema: DescMessage = need(
   registry.getMessage('process.StartRequest'),
@@ -200,6 +228,8 @@ export const StartResponseSchema: DescMessage = need(
   registry.getMessage('process.StartResponse'),
   'StartResponse',
 );
+
+export const SIGKILL = 9;
 
 /** The shapes of the messages as plain objects (what the Connect client yields). */
 export interface StartRequestShape {
@@ -215,3 +245,7 @@ export type ProcessEventShape =
   | { case: 'end'; value: { exitCode: number; exited: boolean; status: string; error?: string } }
   | { case: 'keepalive'; value: object }
   | { case: undefined; value?: undefined };
+export interface SendSignalShape {
+  process: { selector: { case: 'pid'; value: number } | { case: 'tag'; value: string } };
+  signal: number;
+}

@@ -12,7 +12,13 @@ import {
   type SandboxProvider,
   serviceArgv,
 } from './driver-host.ts';
-import { type ProcessEventShape, ProcessService, type StartRequestShape } from './envd-process.ts';
+import {
+  type ProcessEventShape,
+  ProcessService,
+  type SendSignalShape,
+  SIGKILL,
+  type StartRequestShape,
+} from './envd-process.ts';
 import { call, joinUrl, LIMITS, ProviderError } from './http.ts';
 import type { ProviderState } from './state.ts';
 
@@ -77,6 +83,10 @@ type StartClient = {
   ): AsyncIterable<{
     event?: { event: ProcessEventShape };
   }>;
+  sendSignal(
+    req: SendSignalShape,
+    opts: { headers: Record<string, string>; timeoutMs: number },
+  ): Promise<unknown>;
 };
 
 async function run(
@@ -92,6 +102,7 @@ async function run(
   const err: Buffer[] = [];
   let sizes = [0, 0];
   let end: { exitCode: number; error?: string; status: string } | null = null;
+  let pid = 0;
   try {
     const stream = client.start(
       { process: { cmd: argv[0], args: argv.slice(1), envs: {} } },
@@ -99,7 +110,8 @@ async function run(
     );
     for await (const res of stream) {
       const ev = res.event?.event;
-      if (ev?.case === 'data' && ev.value.output.case) {
+      if (ev?.case === 'start') pid = ev.value.pid;
+      else if (ev?.case === 'data' && ev.value.output.case) {
         const i = ev.value.output.case === 'stderr' ? 1 : 0;
         const chunk = Buffer.from(ev.value.output.value);
         (i ? err : out).push(chunk);
@@ -111,7 +123,18 @@ async function run(
     // Like the sidecar (and timeout(1)): the command ran, its partial output comes back with 124.
     if (e instanceof ConnectError && e.code === Code.DeadlineExceeded) {
       const partial = Buffer.concat(err).toString('utf8');
-      const note = `svc: command timed out after ${timeoutSec} s (the call was cut; the provider was not asked to kill it)`;
+      const killed = pid
+        ? await client
+            .sendSignal(
+              { process: { selector: { case: 'pid', value: pid } }, signal: SIGKILL },
+              { headers, timeoutMs: 10_000 },
+            )
+            .then(
+              () => 'and was killed',
+              (k) => `and could not be killed: ${(k as Error).message}`,
+            )
+        : 'before the process started';
+      const note = `svc: command timed out after ${timeoutSec} s ${killed}`;
       return {
         exit_code: TIMEOUT_EXIT_CODE,
         stdout: Buffer.concat(out).toString('utf8'),

@@ -109,7 +109,10 @@ forEachDialect('sandbox-a driver', (dialect) => {
     assert.equal(slow.status, 200, JSON.stringify(slow.body));
     assert.equal(slow.body.exit_code, 124);
     assert.equal(slow.body.stdout, 'begun\n');
-    assert.match(slow.body.stderr, /svc: command timed out after 1 s/);
+    assert.equal(slow.body.stderr, 'svc: command timed out after 1 s and was killed');
+    assert.equal(fake.signals.at(-1)?.signal, 9, 'SendSignal SIGKILL for the pid Start reported');
+    const ps = await exec(t, env, ['ps']);
+    assert.ok(!ps.stdout.includes('sleep 30'), 'the timed-out command no longer runs');
     const starts = fake.faults.calls.filter((x) => x.path === '/process.Process/Start');
     assert.ok(starts.length >= 2);
     const h = starts.at(-1)!.headers;

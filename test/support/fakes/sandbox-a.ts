@@ -47,6 +47,7 @@ export class FakeSandboxA {
       routes: (router: ConnectRouter) => {
         router.service(ProcessService, {
           start: (req: unknown, ctx: HandlerContext) => this.#start(req, ctx),
+          sendSignal: (req: unknown, ctx: HandlerContext) => this.#signal(req, ctx),
         } as never);
       },
       fallback: (rq, rs) => {
@@ -103,9 +104,11 @@ export class FakeSandboxA {
       queue.push(create(StartResponseSchema, { event: { event } } as never));
       wake();
     };
-    push({ case: 'start', value: { pid: 1 } });
+    // The process's own pid in the sandbox, as envd reports it: the wrapper records it, then execs.
+    const tag = randomBytes(6).toString('hex');
+    const argv = ['/bin/sh', '-c', `echo $$ > /tmp/.envd-${tag}; exec "$@"`, 'sh', p.cmd, ...p.args];
     let finished = false;
-    const done = execIn(s.container, [p.cmd, ...p.args], {
+    const done = execIn(s.container, argv, {
       user: user === 'root' ? '0' : user,
       env: p.envs,
       onData: (fd, b) =>
@@ -127,6 +130,9 @@ export class FakeSandboxA {
         finished = true;
         wake();
       });
+    const pid = await this.#pidOf(s, tag);
+    this.pids.set(pid, s.id);
+    push({ case: 'start', value: { pid } });
     for (;;) {
       while (queue.length) yield queue.shift() as never;
       if (finished) break;
@@ -136,6 +142,32 @@ export class FakeSandboxA {
     }
     await done;
   }
+
+  /** Sandbox id by the pids Start reported (what SendSignal selects). */
+  readonly pids = new Map<number, string>();
+
+  async #pidOf(s: Sbx, tag: string): Promise<number> {
+    for (let i = 0; i < 100; i++) {
+      const r = await execIn(s.container, ['cat', `/tmp/.envd-${tag}`]);
+      const pid = Number(r.stdout.toString().trim());
+      if (r.exitCode === 0 && pid > 0) return pid;
+      await new Promise((res) => setTimeout(res, 20));
+    }
+    return 0;
+  }
+
+  async #signal(req: unknown, ctx: HandlerContext) {
+    const s = this.#envdSandbox(ctx.requestHeader);
+    const r = req as { process: { selector: { case: string; value: number } }; signal: number };
+    const pid = r.process.selector.case === 'pid' ? r.process.selector.value : 0;
+    if (this.pids.get(pid) !== s.id) throw new ConnectError(`process ${pid} not found`, Code.NotFound);
+    const k = await execIn(s.container, ['kill', `-${r.signal || 15}`, String(pid)]);
+    if (k.exitCode !== 0) throw new ConnectError(k.stderr.toString().trim(), Code.Internal);
+    this.signals.push({ pid, signal: r.signal });
+    return {};
+  }
+
+  readonly signals: { pid: number; signal: number }[] = [];
 
   async #http(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = new URL(req.url ?? '/', 'http://x');
