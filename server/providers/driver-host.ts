@@ -135,9 +135,9 @@ export class DriverHost implements Driver {
     const name = this.#provider.name;
     if (p.services.length !== 1) throw new Error(multiServiceRefusal(name, p.services.length));
     const started = Date.now();
-    // A redeploy replaces the environment's sandbox: the old one is deleted, never leaked.
+    // A redeploy replaces the environment's sandbox only once the new one is up: a failed create
+    // leaves the old one running, and a replaced one is deleted, never leaked.
     const old = await getState(this.#db, this.#box, envId);
-    if (old) await this.#provider.destroy(cloud, old);
     const made = await this.#provider.create(cloud, envId, p.services[0], p.egress);
     await putState(this.#db, this.#box, {
       envId,
@@ -148,6 +148,7 @@ export class DriverHost implements Driver {
       snapshot: '',
       data: made.data,
     });
+    if (old) await this.#provider.destroy(cloud, old);
     return {
       endpoints: {},
       started_in: Date.now() - started,

@@ -148,6 +148,35 @@ forEachDialect('sandbox-b driver', (dialect) => {
     () => refusesVerifyAndMultiService(t, 'sandbox-b'),
   );
 
+  test('a redeploy replaces the sandbox once the new one is up; a failed one keeps the old running', {
+    skip: docker,
+  }, async () => {
+    const name = (await t.req('GET', `/v1/envs/${env}`)).body.environment.Name;
+    const before = [...fake.sandboxes.keys()];
+    const compose = `services:\n  main:\n    image: ${BUSYBOX_IMAGE}\n    command: ["sleep", "100001"]\n`;
+    b503();
+    const failed = await t.req('POST', '/v1/projects/sandboxes/deploy', { body: { compose, env: name } });
+    assert.match(
+      (await finished(t, failed.body.deployment.ID)).deployment.Error,
+      /^prepare: sandbox-b: POST \/sandbox: 503/,
+    );
+    assert.deepEqual([...fake.sandboxes.keys()], before, 'the old sandbox still runs');
+    assert.equal((await exec(t, env, ['echo', 'still here'])).stdout, 'still here\n');
+    const ok = await t.req('POST', '/v1/projects/sandboxes/deploy', { body: { compose, env: name } });
+    assert.equal((await finished(t, ok.body.deployment.ID)).deployment.Status, 'succeeded');
+    assert.equal(fake.sandboxes.size, 1);
+    assert.notDeepEqual([...fake.sandboxes.keys()], before, 'replaced by a new sandbox');
+    assert.match((await exec(t, env, ['ps'])).stdout, /sleep 100001/);
+  });
+
+  const b503 = () =>
+    fake.faults.add({
+      method: 'POST',
+      path: '/sandbox',
+      status: 503,
+      body: { statusCode: 503, message: 'busy' },
+    });
+
   test('destroy deletes the sandbox with force', { skip: docker }, async () => {
     const r = await t.req('DELETE', `/v1/envs/${env}`);
     assert.equal((await finished(t, r.body.deployment.ID)).deployment.Status, 'succeeded');
