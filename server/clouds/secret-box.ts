@@ -5,13 +5,15 @@
 // read a provider token, naming the variable.
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { NotConfigured } from '../errors.ts';
 import { isSecretKey } from './providers.ts';
 
 export const SEALED_PREFIX = 'enc:v1:';
 const IV_BYTES = 12;
 const TAG_BYTES = 16;
 
-export class SecretsKeyError extends Error {}
+/** No usable secrets key: a 503 (the feature is not configured) where an API call meets it. */
+export class SecretsKeyError extends NotConfigured {}
 
 /** 32 key bytes from base64 (44 chars) or hex (64 chars); throws with the reason otherwise. */
 export function parseSecretsKey(text: string, where: string): Buffer {
@@ -61,6 +63,11 @@ export class SecretBox {
       );
     }
     return this.#key;
+  }
+
+  /** Throws SecretsKeyError when there is no key (checked before a provider is called). */
+  ready(): void {
+    this.#need();
   }
 
   seal(plain: string): string {

@@ -27,6 +27,7 @@ export async function connectTarget(ctx: AppContext, teamId: string, req: Connec
   if (req.token !== undefined && req.config?.token !== undefined && req.config.token !== req.token) {
     throw new BadRequest('give the token once: either token or config.token');
   }
+  ctx.secrets.ready();
   const config = validateConfig(req.provider, { ...req.config, ...(req.token ? { token: req.token } : {}) });
   let info: Record<string, unknown>;
   try {

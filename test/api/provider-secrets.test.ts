@@ -13,6 +13,7 @@ import { connect, openDb } from '../../server/db/open.ts';
 import { MIGRATIONS } from '../../server/db/schema.ts';
 import { assertError, dumpDatabase } from '../support/api.ts';
 import { forEachDialect, startTestServer, type TestServer } from '../support/server.ts';
+import { tier } from '../support/tiers.ts';
 
 const MASK = '\u2022\u2022\u2022';
 
@@ -94,6 +95,27 @@ test('the key file is created 0600 beside the embedded database and reused; a ba
     assert.ok(!existsSync('postgres:/x/y.key'));
   } finally {
     rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('a Postgres control plane without SVC_SECRETS_KEY refuses to store a token with a 503 naming the variable', {
+  skip: tier('postgres'),
+}, async () => {
+  const s = await startTestServer('postgres', { SVC_SECRETS_KEY: '' });
+  try {
+    assertError(
+      await s.req('POST', '/v1/clouds', { body: { provider: 'sandbox-a', config: { token: 't' } } }),
+      503,
+      'set SVC_SECRETS_KEY',
+    );
+    assertError(
+      await s.req('POST', '/v1/targets/connect', { body: { provider: 'sandbox-b', token: 't' } }),
+      503,
+      'set SVC_SECRETS_KEY',
+    );
+    assert.equal((await s.req('POST', '/v1/clouds', { body: { provider: 'manual' } })).status, 201);
+  } finally {
+    await s.close();
   }
 });
 
