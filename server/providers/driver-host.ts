@@ -52,6 +52,8 @@ export interface SandboxProvider {
   download(cloud: ProviderCloud, st: ProviderState, path: string): Promise<Buffer>;
   snapshot?(cloud: ProviderCloud, st: ProviderState): Promise<Record<string, string>>;
   destroy(cloud: ProviderCloud, st: ProviderState): Promise<void>;
+  /** Ids of the provider's sandboxes labelled with this environment (found by the provider's filter). */
+  labelled(cloud: ProviderCloud, envId: string): Promise<string[]>;
 }
 
 /**
@@ -115,8 +117,12 @@ export class DriverHost implements Driver {
       case 'env.snapshot':
         return this.#snapshot(cloud, envId, payload as Payloads['env.snapshot']);
       case 'env.destroy': {
+        // Also any sandbox labelled with this environment that the state does not name (a create
+        // cut off by a timeout or a restart): destroy leaves nothing running at the provider.
         const st = await getState(this.#db, this.#box, envId);
-        if (st) await this.#provider.destroy(cloud, st);
+        const refs = new Set([...(st ? [st.ref] : []), ...(await this.#provider.labelled(cloud, envId))]);
+        for (const ref of refs)
+          await this.#provider.destroy(cloud, st?.ref === ref ? st : ({ ref, data: {} } as never));
         await dropState(this.#db, envId);
         return { destroyed: envId } satisfies Results['env.destroy'];
       }

@@ -262,6 +262,13 @@ export const sandboxA: SandboxProvider = {
     return sandboxState({ ...sb, sandboxID: st.ref, templateID: st.data.template }, st.data.user);
   },
 
+  async labelled(c, envId) {
+    const q = new URLSearchParams({ metadata: new URLSearchParams({ svc_env: envId }).toString() });
+    const r = await call(NAME, `${joinUrl(c.api, '/sandboxes')}?${q}`, { headers: api(c) });
+    const list = r.json<{ sandboxID?: string }[]>();
+    return Array.isArray(list) ? list.map((x) => x.sandboxID).filter((x): x is string => !!x) : [];
+  },
+
   async destroy(c, st) {
     extended.delete(st.ref);
     await call(NAME, joinUrl(c.api, `/sandboxes/${encodeURIComponent(st.ref)}`), {

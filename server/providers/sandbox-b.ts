@@ -161,6 +161,13 @@ export const sandboxB: SandboxProvider = {
     return r.bytes;
   },
 
+  async labelled(c, envId) {
+    const q = new URLSearchParams({ labels: JSON.stringify({ svc_env: envId }) });
+    const r = await call(NAME, `${joinUrl(c.api, '/sandbox')}?${q}`, { headers: auth(c) });
+    const list = r.json<{ id?: string }[]>();
+    return Array.isArray(list) ? list.map((x) => x.id).filter((x): x is string => !!x) : [];
+  },
+
   async destroy(c, st) {
     await call(NAME, `${joinUrl(c.api, `/sandbox/${encodeURIComponent(st.ref)}`)}?force=true`, {
       method: 'DELETE',

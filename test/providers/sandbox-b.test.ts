@@ -177,7 +177,16 @@ forEachDialect('sandbox-b driver', (dialect) => {
       body: { statusCode: 503, message: 'busy' },
     });
 
-  test('destroy deletes the sandbox with force', { skip: docker }, async () => {
+  test('destroy deletes the sandbox with force, and any other labelled with the environment', {
+    skip: docker,
+  }, async () => {
+    const stray = await fetch(`${fake.url}/sandbox`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${fake.token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ snapshot: BUSYBOX_IMAGE, labels: { svc_env: env } }),
+    });
+    assert.equal(stray.status, 200);
+    assert.equal(fake.sandboxes.size, 2);
     const r = await t.req('DELETE', `/v1/envs/${env}`);
     assert.equal((await finished(t, r.body.deployment.ID)).deployment.Status, 'succeeded');
     const del = fake.faults.calls.filter((x) => x.method === 'DELETE').at(-1);

@@ -177,16 +177,19 @@ export class FakeSandboxA {
     const parts = url.pathname.split('/').filter(Boolean);
     if (parts[0] !== 'sandboxes') return err(res, 404, 'not found');
     if (parts.length === 1 && req.method === 'GET') {
+      const want = [...new URLSearchParams(url.searchParams.get('metadata') ?? '')];
       return sendJson(
         res,
         200,
-        [...this.sandboxes.values()].map((s) => ({
-          templateID: s.templateID,
-          sandboxID: s.id,
-          clientID: 'fake',
-          startedAt: s.startedAt,
-          metadata: s.metadata,
-        })),
+        [...this.sandboxes.values()]
+          .filter((s) => want.every(([k, v]) => s.metadata[k] === v))
+          .map((s) => ({
+            templateID: s.templateID,
+            sandboxID: s.id,
+            clientID: 'fake',
+            startedAt: s.startedAt,
+            metadata: s.metadata,
+          })),
       );
     }
     if (parts.length === 1 && req.method === 'POST') return this.#create(req, res);

@@ -87,12 +87,17 @@ export class FakeSandboxB {
     if (parts[0] === 'toolbox' && parts[2] === 'toolbox')
       return this.#toolbox(req, res, parts[1], parts.slice(3), url);
     if (parts[0] !== 'sandbox') return err(res, 404, 'Cannot find route');
-    if (parts.length === 1 && req.method === 'GET')
+    if (parts.length === 1 && req.method === 'GET') {
+      const want = Object.entries(
+        JSON.parse(url.searchParams.get('labels') || '{}') as Record<string, string>,
+      );
+      const list = [...this.sandboxes.values()].filter((s) => want.every(([k, v]) => s.labels[k] === v));
       return sendJson(
         res,
         200,
-        [...this.sandboxes.values()].map((s) => this.#view(s)),
+        list.map((s) => this.#view(s)),
       );
+    }
     if (parts.length === 1 && req.method === 'POST') return this.#create(req, res);
     const s = this.sandboxes.get(parts[1] ?? '');
     if (!s) return err(res, 404, `Sandbox with ID or name ${parts[1]} not found`);
