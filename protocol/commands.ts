@@ -84,7 +84,14 @@ export interface Results {
     started_in: number;
     digests: Record<string, string>;
     storage: string;
-    egress: 'allowed' | 'denied (verified)';
+    /** `denied (provider)`: a hosted provider was asked to deny egress; svc did not probe it. */
+    egress: 'allowed' | 'denied (verified)' | 'denied (provider)';
+    /** Driver hosts: what the provider enforces of the egress rule, in words. */
+    enforcement?: string;
+    /** Driver hosts: what becomes of the spec's resource caps, in words. */
+    caps?: string;
+    /** Driver hosts: the provider's sandbox id. */
+    sandbox?: string;
   };
   'env.snapshot': { snapshot: string; datasets: string[]; frozen_for: number; consistent: boolean };
   'env.fork': { forked_in: number; endpoints: Record<string, string> };

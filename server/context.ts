@@ -1,5 +1,6 @@
 // What every route module receives: the parsed config, the database and the long-lived domain
 // services. Built once in main.ts; tests build it the same way against their own database.
+import type { SecretBox } from './clouds/secret-box.ts';
 import type { Config } from './config/config.ts';
 import type { Db } from './db/types.ts';
 import type { Engine } from './deployments/engine.ts';
@@ -21,4 +22,6 @@ export interface AppContext {
   dispatcher: Dispatcher;
   engine: Engine;
   blobs: Blobs;
+  /** Seals and opens provider tokens (AES-GCM at rest). */
+  secrets: SecretBox;
 }

@@ -1,6 +1,7 @@
 // svc-server: open and migrate the database, bootstrap the first team, serve HTTP and the host
 // stream, and shut down cleanly. The lifecycle is explicit: starting → serving → stopping → stopped.
 import type { FastifyBaseLogger } from 'fastify';
+import { SecretBox } from './clouds/secret-box.ts';
 import { type Config, ConfigError, parseConfig } from './config/config.ts';
 import type { AppContext } from './context.ts';
 import { openDb } from './db/open.ts';
@@ -13,6 +14,7 @@ import { installValidationMessages } from './http/schema.ts';
 import { Authenticator, installAuth } from './identity/auth.ts';
 import { bootstrap } from './identity/store.ts';
 import { createOrchestrator, type Orchestrator, type OrchestratorOptions } from './orchestrator.ts';
+import { createDrivers, createProvisioners } from './providers/index.ts';
 import { registerRoutes } from './routes.ts';
 
 export const VERSION = process.env.SVC_BUILD_VERSION || 'dev';
@@ -42,7 +44,8 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   let state: Lifecycle = 'starting';
   const logger =
     opts.logger ?? ({ level: config.verbose ? 'debug' : 'info' } as unknown as FastifyBaseLogger);
-  const { db, steps } = await openDb(config.db);
+  const secrets = SecretBox.load(config.secretsKey, config.db);
+  const { db, steps } = await openDb(config.db, { sealConfig: (c) => secrets.sealConfig(c) });
   const announce = opts.announce ?? ((line: string) => process.stderr.write(`${line}\n`));
   const app = await createHttpApp({
     logger: logger === false ? false : logger,
@@ -53,6 +56,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     { db: config.dbRedacted, migrations: steps.filter((s) => s.status === 'applied').length },
     'database ready',
   );
+  app.log.info({ secrets_key: secrets.source }, 'provider tokens sealed with AES-256-GCM');
   const boot = await bootstrap(db, config.team, config.bootstrapKey);
   if (boot) {
     app.log.info({ team: boot.team.Name }, 'bootstrapped first team');
@@ -67,6 +71,8 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     onJoined: (token, hostId) => recordJoinedHost(db, token, hostId),
     mintJoinToken: async (teamId, cloudId) => (await mintJoinToken(db, teamId, cloudId)).token,
     ensureDriverHosts: (teamId) => ensureDriverHosts(db, teamId),
+    drivers: createDrivers(db, secrets),
+    provisioners: createProvisioners(secrets),
     ...opts.orchestrator,
   });
   const ctx: AppContext = {
@@ -77,6 +83,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     dispatcher: orch.dispatcher,
     engine: orch.engine,
     blobs: orch.blobs,
+    secrets,
   };
   installValidationMessages(app);
   installCors(app, config.consoleUrl);

@@ -13,6 +13,7 @@ import type { App } from './http/app.ts';
 import { deviceRoutes } from './identity/device-routes.ts';
 import { identityRoutes } from './identity/routes.ts';
 import { projectRoutes } from './projects/routes.ts';
+import { providerRoutes } from './providers/routes.ts';
 import { releaseRoutes } from './releases/routes.ts';
 import { sandboxRoutes } from './sandboxes/routes.ts';
 
@@ -32,6 +33,7 @@ const modules: RouteModule[] = [
   deploymentReadRoutes,
   cloudRoutes,
   hostRoutes,
+  providerRoutes,
   eventRoutes,
   codehostRoutes,
 ];

@@ -3,6 +3,7 @@
 import { type Db, isUniqueViolation } from '../db/types.ts';
 import { BadRequest, Conflict } from '../errors.ts';
 import { type Provider, validateConfig } from './providers.ts';
+import type { SecretBox } from './secret-box.ts';
 import { type Cloud, findCloudByName, insertCloud, listClouds, masked } from './store.ts';
 
 export const CLOUD_NAME_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
@@ -14,8 +15,8 @@ export interface NewCloud {
 }
 
 /** Validates and records a cloud; the answer is masked. 400 bad config, 409 duplicate name. */
-export async function connectCloud(db: Db, teamId: string, req: NewCloud): Promise<Cloud> {
-  const config = validateConfig(req.provider, req.config);
+export async function connectCloud(db: Db, box: SecretBox, teamId: string, req: NewCloud): Promise<Cloud> {
+  const config = box.sealConfig(validateConfig(req.provider, req.config)) as Record<string, string>;
   const name = req.name?.trim() || req.provider;
   if (!CLOUD_NAME_RE.test(name)) {
     throw new BadRequest(`cloud name '${name}' must be 1-63 characters of letters, digits, '.', '_' and '-'`);

@@ -13,6 +13,21 @@ export type CloudConfig = Record<string, string>;
 interface FieldRule {
   required?: boolean;
   default?: string;
+  /** An http(s) base address; a trailing slash is dropped. */
+  url?: boolean;
+}
+
+/** Base address of each provider's API when the cloud's config names none (issue 11). */
+export const DEFAULT_API_URL: Record<Exclude<Provider, 'manual'>, string> = {
+  cloudvm: 'https://api.hetzner.cloud/v1',
+  'sandbox-a': 'https://api.e2b.app',
+  'sandbox-b': 'https://app.daytona.io/api',
+};
+
+/** The API base of a cloud: its `api_url`, else the provider's public address. */
+export function apiUrlOf(provider: string, config: Record<string, unknown>): string {
+  const given = typeof config.api_url === 'string' ? config.api_url : '';
+  return given || DEFAULT_API_URL[provider as Exclude<Provider, 'manual'>] || '';
 }
 
 const RULES: Record<Provider, Record<string, FieldRule>> = {
@@ -22,10 +37,24 @@ const RULES: Record<Provider, Record<string, FieldRule>> = {
     server_type: { default: 'cpx31' },
     location: { default: 'nbg1' },
     image: { default: 'ubuntu-24.04' },
+    api_url: { url: true },
   },
-  'sandbox-a': { token: { required: true } },
-  'sandbox-b': { token: { required: true } },
+  'sandbox-a': { token: { required: true }, api_url: { url: true }, envd_url: { url: true } },
+  'sandbox-b': { token: { required: true }, api_url: { url: true } },
 };
+
+function checkUrl(provider: string, key: string, value: string): string {
+  let u: URL;
+  try {
+    u = new URL(value);
+  } catch {
+    throw new BadRequest(`${provider}: config.${key} '${value.slice(0, 100)}' is not a URL`);
+  }
+  if ((u.protocol !== 'http:' && u.protocol !== 'https:') || u.username || u.password || u.search || u.hash) {
+    throw new BadRequest(`${provider}: config.${key} must be an http:// or https:// base address`);
+  }
+  return value.replace(/\/+$/, '');
+}
 
 const MAX_VALUE_CHARS = 4096;
 
@@ -57,7 +86,7 @@ export function validateConfig(provider: Provider, config: Record<string, unknow
         `${provider}: config.${key} must be one line of at most ${MAX_VALUE_CHARS} characters`,
       );
     }
-    out[key] = value.trim();
+    out[key] = rule.url ? checkUrl(provider, key, value.trim()) : value.trim();
   }
   return out;
 }
@@ -113,4 +142,10 @@ export const CAPABILITY_TABLE: Record<'sandbox-a' | 'sandbox-b', CapabilityRow> 
 
 export function capabilityRow(provider: string): CapabilityRow | undefined {
   return isSandboxProvider(provider) ? CAPABILITY_TABLE[provider as 'sandbox-a' | 'sandbox-b'] : undefined;
+}
+
+/** Why a host kind cannot snapshot a running environment, in the spec's refusal wording; '' when it can. */
+export function snapshotRefusal(hostKind: string): string {
+  if (hostKind !== 'driver:sandbox-b') return '';
+  return 'sandbox-b: env.snapshot: not supported on sandbox-b yet (its snapshot API builds images, not snapshots of a running sandbox)';
 }

@@ -28,14 +28,14 @@ export function cloudRoutes(app: App, ctx: AppContext): void {
           config: Type.Optional(
             Type.Record(Type.String(), Type.Unknown(), {
               description:
-                'manual: none. cloudvm: token (required), server_type (cpx31), location (nbg1), image (ubuntu-24.04). sandbox-a, sandbox-b: token.',
+                'manual: none. cloudvm: token (required), server_type (cpx31), location (nbg1), image (ubuntu-24.04). sandbox-a: token, api_url, envd_url. sandbox-b: token, api_url. cloudvm also takes api_url.',
             }),
           ),
         }),
       },
     },
     async (req, reply) => {
-      const cloud = await connectCloud(ctx.db, req.caller.teamId, req.body);
+      const cloud = await connectCloud(ctx.db, ctx.secrets, req.caller.teamId, req.body);
       reply.code(201);
       return { cloud };
     },

@@ -1,5 +1,6 @@
-// Clouds: a provider credential and its configuration, per team. The config is stored as given
-// (drivers and provisioners need the token in clear) and is masked in every API answer.
+// Clouds: a provider credential and its configuration, per team. Secret values (the token) are
+// stored sealed by the SecretBox (drivers and provisioners open them), and the config is masked
+// in every API answer.
 import { newId, PREFIX } from '../../protocol/ids.ts';
 import { json, now, parseJson, type Queryable } from '../db/types.ts';
 import { type CloudConfig, maskConfig } from './providers.ts';
@@ -53,7 +54,7 @@ export async function insertCloud(
   return cloudOf(row);
 }
 
-/** Unmasked: for drivers and provisioners only, never for an API answer. */
+/** Still sealed: open with `SecretBox.openConfig` in drivers and provisioners, never for an answer. */
 export async function getCloud(q: Queryable, teamId: string, id: string): Promise<Cloud | undefined> {
   const r = await q.get<Row>('SELECT * FROM clouds WHERE id = ? AND team_id = ?', [id, teamId]);
   return r && cloudOf(r);

@@ -1,6 +1,7 @@
 // Control plane configuration (spec: "Control plane configuration"), parsed once into a typed
 // object. Flags accept Go-style `-addr` as well as `--addr`; each falls back to its SVC_* variable.
 import { parseArgs } from 'node:util';
+import { parseSecretsKey } from '../clouds/secret-box.ts';
 
 export interface Config {
   host: string;
@@ -27,6 +28,8 @@ export interface Config {
     apiUrl: string;
   };
   releasesDir: string;
+  /** SVC_SECRETS_KEY: 32 bytes (base64 or hex) sealing provider tokens; '' = key file beside the DB. */
+  secretsKey: string;
 }
 
 export class ConfigError extends Error {}
@@ -89,6 +92,16 @@ function assembleDsn(env: NodeJS.ProcessEnv): string {
   const sslmode = encodeURIComponent(env.SVC_DB_SSLMODE || 'require');
   const h = host.includes(':') && !host.startsWith('[') ? `[${host}]` : host;
   return `postgres://${user}${pass}@${h}:${port}/${name}?sslmode=${sslmode}`;
+}
+
+function checkSecretsKey(value: string): string {
+  if (!value) return '';
+  try {
+    parseSecretsKey(value, 'SVC_SECRETS_KEY');
+  } catch (err) {
+    throw new ConfigError((err as Error).message);
+  }
+  return value;
 }
 
 export const USAGE = `usage: svc-server [-addr :8080] [-db svc.db|postgres://...] [-public-url URL] [-sidecar-url URL] [-v] [--dev]`;
@@ -159,5 +172,6 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
         : 'https://api.github.com',
     },
     releasesDir: env.SVC_RELEASES_DIR || 'bin',
+    secretsKey: checkSecretsKey(env.SVC_SECRETS_KEY ?? ''),
   };
 }

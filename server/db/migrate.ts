@@ -1,11 +1,18 @@
 // Versioned, idempotent migrations run on every start. Like Kysely's migrator, it returns one
 // result per step instead of throwing halfway, so the caller can report exactly what happened.
-import type { Db, Dialect } from './types.ts';
+import type { Db, Dialect, Queryable } from './types.ts';
+
+/** What a data step may need beyond SQL (e.g. the key that seals provider tokens). */
+export interface MigrationContext {
+  sealConfig?: (config: Record<string, unknown>) => Record<string, unknown>;
+}
 
 export interface Migration {
   version: number;
   name: string;
   up: (d: Dialect) => string[];
+  /** Rewrites rows after `up`, in the same transaction. */
+  data?: (tx: Queryable, ctx: MigrationContext) => Promise<void>;
 }
 
 export interface StepResult {
@@ -15,7 +22,11 @@ export interface StepResult {
   error?: string;
 }
 
-export async function migrate(db: Db, migrations: readonly Migration[]): Promise<StepResult[]> {
+export async function migrate(
+  db: Db,
+  migrations: readonly Migration[],
+  ctx: MigrationContext = {},
+): Promise<StepResult[]> {
   await db.run(
     'CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)',
   );
@@ -38,6 +49,7 @@ export async function migrate(db: Db, migrations: readonly Migration[]): Promise
     try {
       await db.transaction(async (tx) => {
         for (const stmt of m.up(db.dialect)) await tx.run(stmt);
+        if (m.data) await m.data(tx, ctx);
         await tx.run('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)', [
           m.version,
           m.name,

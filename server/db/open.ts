@@ -1,4 +1,4 @@
-import { migrate, type StepResult } from './migrate.ts';
+import { type MigrationContext, migrate, type StepResult } from './migrate.ts';
 import { PostgresDb } from './postgres.ts';
 import { MIGRATIONS } from './schema.ts';
 import { SqliteDb } from './sqlite.ts';
@@ -23,10 +23,13 @@ export class MigrationError extends Error {
 }
 
 /** Opens and migrates; the schema is created and migrated on every start. */
-export async function openDb(target: string): Promise<{ db: Db; steps: StepResult[] }> {
+export async function openDb(
+  target: string,
+  ctx: MigrationContext = {},
+): Promise<{ db: Db; steps: StepResult[] }> {
   const db = connect(target);
   try {
-    const steps = await migrate(db, MIGRATIONS);
+    const steps = await migrate(db, MIGRATIONS, ctx);
     if (steps.some((s) => s.status === 'failed')) throw new MigrationError(steps);
     return { db, steps };
   } catch (err) {

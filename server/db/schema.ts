@@ -69,6 +69,35 @@ const v2: Migration = {
   up: () => ['CREATE UNIQUE INDEX clouds_team_name ON clouds (team_id, name)'],
 };
 
+// Provider tokens are encrypted at rest (issue 11): existing cloud rows get their secret values
+// sealed. Driver hosts keep per-environment provider state (sandbox id, snapshot id, the
+// sandbox's own access token), sealed as one document.
+const v4: Migration = {
+  version: 4,
+  name: 'provider tokens encrypted at rest; per-environment provider state',
+  up: () => [
+    `CREATE TABLE provider_state (env_id TEXT PRIMARY KEY, host_id TEXT NOT NULL, team_id TEXT NOT NULL,
+      provider TEXT NOT NULL, ref TEXT NOT NULL DEFAULT '', snapshot TEXT NOT NULL DEFAULT '',
+      sealed TEXT NOT NULL DEFAULT '', updated_at TEXT NOT NULL)`,
+  ],
+  data: async (tx, ctx) => {
+    const rows = await tx.all<{ id: string; config: string }>('SELECT id, config FROM clouds');
+    for (const r of rows) {
+      const config = JSON.parse(r.config) as Record<string, unknown>;
+      if (!ctx.sealConfig) {
+        if (Object.keys(config).some((k) => /token|secret|key/i.test(k)))
+          throw new Error('clouds hold provider tokens: set SVC_SECRETS_KEY so they can be encrypted');
+        continue;
+      }
+      await tx.run('UPDATE clouds SET config = ? WHERE id = ?', [
+        JSON.stringify(ctx.sealConfig(config)),
+        r.id,
+      ]);
+    }
+  },
+};
+
+
 // Push-to-deploy: webhook deliveries already handled (by X-GitHub-Delivery, so a redelivery deploys
 // nothing twice) and the check run posted for each deployment a push started.
 const v5: Migration = {
@@ -82,4 +111,4 @@ const v5: Migration = {
   ],
 };
 
-export const MIGRATIONS: readonly Migration[] = [v1, v2, v5];
+export const MIGRATIONS: readonly Migration[] = [v1, v2, v4, v5];

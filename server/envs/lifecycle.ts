@@ -7,6 +7,7 @@ import type { Db } from '../db/types.ts';
 import type { Engine } from '../deployments/engine.ts';
 import type { Deployment, Phase } from '../deployments/store.ts';
 import { BadRequest, Conflict, NotFound } from '../errors.ts';
+import { getHostRow } from '../hosts/store.ts';
 import type { Caller } from '../identity/auth.ts';
 import { findProject, type Project } from '../projects/store.ts';
 import {
@@ -116,6 +117,21 @@ export async function deploy(
   return { deployment, phases };
 }
 
+/**
+ * A version is forked or rolled back to only as a healthy snapshot. A healthy version without one
+ * lives on a provider that refused the snapshot: that is said in the spec's refusal wording.
+ */
+export async function assertSnapshot(db: Db, caller: Caller, v: Version, kind: 'env.fork' | 'env.rollback') {
+  if (v.Healthy && v.Snapshot) return;
+  const owner = v.Healthy ? await getEnv(db, caller.teamId, v.EnvID) : undefined;
+  const host = owner?.HostID ? await getHostRow(db, owner.HostID) : undefined;
+  if (host && host.kind !== 'sidecar') {
+    const provider = host.kind.replace(/^driver:/, '');
+    throw new BadRequest(`${provider}: ${kind}: not supported on ${provider} yet`);
+  }
+  throw new BadRequest(`version ${v.ID} is not a healthy snapshot`);
+}
+
 /** A version this environment may fork: its own, or the one it was forked from. */
 async function forkableVersion(
   db: Db,
@@ -128,7 +144,7 @@ async function forkableVersion(
   const v = await getVersion(db, caller.teamId, id);
   const related = v && (v.EnvID === env.ID || v.ID === env.CurrentVersionID || v.ID === env.ParentVersionID);
   if (!v || !related) throw new BadRequest(`version ${id} is not a version of environment ${env.ID}`);
-  if (!v.Healthy || !v.Snapshot) throw new BadRequest(`version ${id} is not a healthy snapshot`);
+  await assertSnapshot(db, caller, v, 'env.fork');
   return v;
 }
 
@@ -218,7 +234,7 @@ export async function rollback(
   const v = await getVersion(db, caller.teamId, versionId);
   if (!v || v.EnvID !== env.ID)
     throw new BadRequest(`version ${versionId} is not a snapshot of environment ${env.ID}`);
-  if (!v.Healthy || !v.Snapshot) throw new BadRequest(`version ${versionId} is not a healthy snapshot`);
+  await assertSnapshot(db, caller, v, 'env.rollback');
   return engine.submit(
     {
       teamId: caller.teamId,

@@ -4,7 +4,7 @@ import { ComposeError, imageSandboxSpec } from '../compose/index.ts';
 import type { AppContext } from '../context.ts';
 import type { Queryable } from '../db/types.ts';
 import { getDeployment } from '../deployments/store.ts';
-import { deploySpec, forkVersion, freeName, type Started } from '../envs/lifecycle.ts';
+import { assertSnapshot, deploySpec, forkVersion, freeName, type Started } from '../envs/lifecycle.ts';
 import * as envStore from '../envs/store.ts';
 import { BadRequest, NotFound, Timeout, Upstream } from '../errors.ts';
 import type { Caller } from '../identity/auth.ts';
@@ -72,7 +72,7 @@ async function start(
     if (pin) throw new BadRequest('a target sandbox takes the image form only (image, cmd, env, ...)');
     const v = await envStore.getVersion(ctx.db, caller.teamId, req.from_version as string);
     if (!v) throw new NotFound(`version ${req.from_version} not found`);
-    if (!v.Healthy || !v.Snapshot) throw new BadRequest(`version ${v.ID} is not a healthy snapshot`);
+    await assertSnapshot(ctx.db, caller, v, 'env.fork');
     const name = req.name ?? (await freeName(ctx.db, v.ProjectID, 'sbx-'));
     return forkVersion(ctx.db, ctx.engine, caller, v, name);
   }

@@ -33,7 +33,7 @@ forEachDialect('clouds', (dialect) => {
   const connect = (body: object, token?: string) =>
     s.req('POST', '/v1/clouds', { body, ...(token ? { token } : {}) });
 
-  test('cloudvm: token required, defaults filled, token masked but stored in clear', async () => {
+  test('cloudvm: token required, defaults filled, token masked and sealed at rest', async () => {
     const r = await connect({ provider: 'cloudvm', config: { token: 'vm-secret-1', location: 'fsn1' } });
     assert.equal(r.status, 201);
     const c = r.body.cloud;
@@ -46,7 +46,12 @@ forEachDialect('clouds', (dialect) => {
       image: 'ubuntu-24.04',
     });
     const stored = await getCloud(s.server.ctx.db, c.TeamID, c.ID);
-    assert.equal(stored?.Config.token, 'vm-secret-1', 'drivers need the token in clear');
+    assert.match(String(stored?.Config.token), /^enc:v1:/, 'sealed at rest');
+    assert.equal(
+      s.server.ctx.secrets.openConfig(stored?.Config ?? {}).token,
+      'vm-secret-1',
+      'drivers open it',
+    );
     const list = await s.req('GET', '/v1/clouds');
     assert.ok(!JSON.stringify(list.body).includes('vm-secret-1'));
   });

@@ -1,19 +1,10 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import tar from 'tar-stream';
 import type { Provisioner } from '../../server/deployments/deps.ts';
 import { FakeSidecar } from '../support/fake-sidecar.ts';
 import { forEachDialect, startTestServer, type TestServer } from '../support/server.ts';
+import { tarOf } from '../support/tar.ts';
 import { deploy, finished, SIMPLE_COMPOSE, type World, world } from './harness.ts';
-
-async function tarOf(files: Record<string, Buffer | string>): Promise<Buffer> {
-  const pack = tar.pack();
-  for (const [name, body] of Object.entries(files)) pack.entry({ name }, body);
-  pack.finalize();
-  const chunks: Buffer[] = [];
-  for await (const c of pack) chunks.push(c as Buffer);
-  return Buffer.concat(chunks);
-}
 
 forEachDialect('provision and join through a cloud', (dialect) => {
   let t: TestServer;

@@ -55,6 +55,8 @@ export async function startTestServer(
   const key = `dak_test${randomBytes(16).toString('hex')}`;
   const config = parseConfig(['-addr', '127.0.0.1:0', '-db', target], {
     SVC_BOOTSTRAP_KEY: key,
+    // A Postgres control plane seals provider tokens only with SVC_SECRETS_KEY (no key file).
+    ...(dialect === 'postgres' ? { SVC_SECRETS_KEY: randomBytes(32).toString('base64') } : {}),
     ...env,
   });
   const server = await startServer(config, { logger: false, ...opts });

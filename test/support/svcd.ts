@@ -22,3 +22,21 @@ export function svcdJoinArgs(
     dataDir,
   ];
 }
+
+/** `programs/svcd.ts join --env-file <file> …`: how a provisioned machine's join.env is used. */
+export function svcdEnvFileArgs(
+  envFile: string,
+  stateDir: string,
+  dataDir = join(stateDir, 'data'),
+): string[] {
+  return [
+    'programs/svcd.ts',
+    'join',
+    '--env-file',
+    envFile,
+    '--state',
+    join(stateDir, 'host.json'),
+    '--data',
+    dataDir,
+  ];
+}

@@ -1,6 +1,7 @@
 // deploy: resolve, place, provision, join, prepare, start, health, warm, snapshot, ingress, verdict.
 import type { Results } from '../../../protocol/commands.ts';
 import type { EnvSpec } from '../../../protocol/spec.ts';
+import { snapshotRefusal } from '../../clouds/providers.ts';
 import { getEnv, getVersion, insertVersion, markVersionHealthy, updateEnv } from '../../envs/store.ts';
 import { appendEvent } from '../../events/store.ts';
 import { type KindDef, PhaseFailure, type RunContext, Skip } from '../engine.ts';
@@ -27,6 +28,7 @@ interface DeployParams {
   provision_cloud?: string;
   endpoints?: Record<string, string>;
   started_in?: number;
+  snapshot_skipped?: boolean;
 }
 
 type Ctx = RunContext<DeployInput>;
@@ -141,7 +143,9 @@ async function prepare(ctx: Ctx) {
   });
   p(ctx).endpoints = r.endpoints;
   p(ctx).started_in = r.started_in;
-  return { version: ctx.dep.VersionID, endpoints: r.endpoints };
+  // A driver host says what its provider enforces of the egress rule instead of degrading silently.
+  const said = r.enforcement ? { egress: r.enforcement, caps: r.caps, sandbox: r.sandbox } : {};
+  return { version: ctx.dep.VersionID, endpoints: r.endpoints, ...said };
 }
 
 async function start(ctx: Ctx) {
@@ -178,6 +182,12 @@ async function warm(ctx: Ctx) {
 
 async function snapshot(ctx: Ctx) {
   const target = await targetOf(ctx, p(ctx).host as string);
+  // A provider that cannot snapshot a running sandbox does not fail the deploy for it.
+  const refused = snapshotRefusal(target.kind);
+  if (refused) {
+    p(ctx).snapshot_skipped = true;
+    return new Skip({ reason: refused });
+  }
   const r = await send(ctx, target, ctx.dep.EnvID, 'env.snapshot', { name: ctx.dep.VersionID });
   return { snapshot: r.snapshot, datasets: r.datasets, frozen_for: r.frozen_for, consistent: r.consistent };
 }
@@ -189,7 +199,8 @@ async function ingress(ctx: Ctx) {
 async function verdict(ctx: Ctx, failure: { phase: string } | null) {
   const db = ctx.deps.db;
   if (!failure) {
-    const snap = ctx.dep.VersionID; // env.snapshot is named after the version id
+    // env.snapshot is named after the version id; healthy without one when the provider refused it
+    const snap = p(ctx).snapshot_skipped ? '' : ctx.dep.VersionID;
     await markVersionHealthy(db, ctx.dep.VersionID, snap);
     await updateEnv(db, ctx.dep.EnvID, { currentVersionId: ctx.dep.VersionID, status: 'running' });
     return {
