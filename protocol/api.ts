@@ -209,6 +209,9 @@ export const RESPONSES: Record<string, Record<number, TSchema>> = {
   'GET /v1/clouds': { 200: list('clouds', Cloud) },
   'POST /v1/clouds': { 201: Type.Object({ cloud: Cloud }) },
   'POST /v1/join-tokens': { 201: JoinToken },
+  'POST /v1/targets/connect': {
+    201: Type.Object({ cloud: Cloud, host: Host, info: Json, capabilities: Json }),
+  },
   'GET /v1/hosts': { 200: list('hosts', Host) },
   'GET /v1/targets': { 200: list('targets', Target) },
   'GET /v1/events': { 200: list('events', Event) },

@@ -246,6 +246,11 @@ class Client:
     def hosts(self):
         return self._call("GET", "/v1/hosts")["hosts"]
 
+    @route("POST", "/v1/targets/connect")
+    def connect_target(self, provider, token=None, name=None, config=None):
+        """A hosted sandbox provider (sandbox-a, sandbox-b): the token is checked, then cloud and driver host made."""
+        return self._call("POST", "/v1/targets/connect", body=_body(provider=provider, token=token, name=name, config=config))
+
     @route("GET", "/v1/targets")
     def targets(self):
         return self._call("GET", "/v1/targets")["targets"]

@@ -198,7 +198,7 @@ export interface paths {
       requestBody: {
         content: {
           "application/json": {
-            /** @description manual: none. cloudvm: token (required), server_type (cpx31), location (nbg1), image (ubuntu-24.04). sandbox-a, sandbox-b: token. */
+            /** @description manual: none. cloudvm: token (required), server_type (cpx31), location (nbg1), image (ubuntu-24.04). sandbox-a: token, api_url, envd_url. sandbox-b: token, api_url. cloudvm also takes api_url. */
             config?: {
               [key: string]: unknown;
             };
@@ -2058,6 +2058,83 @@ export interface paths {
               };
             }) & {
               target: string;
+            };
+          };
+        };
+      };
+    };
+  };
+  "/v1/targets/connect": {
+    /** Connect a hosted sandbox provider: check the token, record the cloud and its driver host */
+    post: {
+      requestBody: {
+        content: {
+          "application/json": {
+            /** @description sandbox-a: api_url, envd_url. sandbox-b: api_url. token may be given here instead. */
+            config?: {
+              [key: string]: unknown;
+            };
+            /** @description Default: the provider */
+            name?: string;
+            /** @enum {string} */
+            provider: "sandbox-a" | "sandbox-b";
+            token?: string;
+          };
+        };
+      };
+      responses: {
+        /** @description Default Response */
+        "4XX": {
+          content: {
+            "application/json": {
+              error: string;
+            };
+          };
+        };
+        /** @description Default Response */
+        "5XX": {
+          content: {
+            "application/json": {
+              error: string;
+            };
+          };
+        };
+        /** @description Default Response */
+        201: {
+          content: {
+            "application/json": {
+              capabilities: {
+                [key: string]: unknown;
+              };
+              cloud: {
+                Config: {
+                  [key: string]: unknown;
+                };
+                /** @description ISO 8601 */
+                CreatedAt: string;
+                ID: string;
+                Name: string;
+                Provider: string;
+                TeamID: string;
+              };
+              host: {
+                Capabilities: {
+                  [key: string]: unknown;
+                };
+                CloudID: string;
+                connected: boolean;
+                /** @description ISO 8601 */
+                CreatedAt: string;
+                ID: string;
+                LastSeenAt: string | null;
+                Name: string;
+                ProviderRef: string;
+                Status: string;
+                TeamID: string;
+              };
+              info: {
+                [key: string]: unknown;
+              };
             };
           };
         };
