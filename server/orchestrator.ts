@@ -3,7 +3,7 @@
 import type { Server } from 'node:http';
 import type { Config } from './config/config.ts';
 import type { Db } from './db/types.ts';
-import type { OrchestratorDeps, Provisioner } from './deployments/deps.ts';
+import type { EngineLogger, OrchestratorDeps, Provisioner } from './deployments/deps.ts';
 import { Engine } from './deployments/engine.ts';
 import { KINDS } from './deployments/kinds/index.ts';
 import { Blobs } from './hosts/blobs.ts';
@@ -36,7 +36,7 @@ export interface Orchestrator {
 export function createOrchestrator(
   db: Db,
   config: Config,
-  log: HubLogger,
+  log: HubLogger & EngineLogger,
   opts: OrchestratorOptions,
 ): Orchestrator {
   const hub = new Hub(db, opts.consumeJoinToken, log, opts.onJoined);
@@ -44,6 +44,7 @@ export function createOrchestrator(
   hub.dispatcher = dispatcher;
   const deps: OrchestratorDeps = {
     db,
+    log,
     dispatcher,
     hub,
     provisioners: opts.provisioners ?? new Map(),

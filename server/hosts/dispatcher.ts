@@ -71,21 +71,29 @@ export class Dispatcher {
     this.#drivers = drivers;
   }
 
-  /** Runs one command and returns its result payload; throws CommandError with the host's reason. */
+  /**
+   * Runs one command and returns its result payload; throws CommandError with the host's reason.
+   * An aborted `signal` cancels it: the wait ends, the row is marked failed and the environment's
+   * queue moves on (the sidecar may still finish it and keep the result, spec "Command lifecycle" 6).
+   */
   async run<K extends CommandKind>(
     target: CommandTarget,
     envId: string,
     kind: K,
     payload: Payloads[K],
     timeoutMs: number = this.defaultTimeoutMs,
+    signal?: AbortSignal,
   ): Promise<Results[K]> {
     const key = envId ? `${target.hostId}/${envId}` : '';
-    const exec = () => this.#execute(target, envId, kind, payload, timeoutMs);
-    const result = key ? await this.#serial(key, exec) : await exec();
+    const exec = () => {
+      if (signal?.aborted) throw cancelled(kind, signal);
+      return this.#execute(target, envId, kind, payload, timeoutMs, signal);
+    };
+    const result = key ? await this.#serial(key, exec, signal) : await exec();
     return checkResult(kind, result) as Results[K];
   }
 
-  async #serial<T>(key: string, fn: () => Promise<T>): Promise<T> {
+  async #serial<T>(key: string, fn: () => Promise<T>, signal?: AbortSignal): Promise<T> {
     const prev = this.#queues.get(key) ?? Promise.resolve();
     let done!: () => void;
     const mine = new Promise<void>((r) => {
@@ -93,8 +101,8 @@ export class Dispatcher {
     });
     const tail = prev.then(() => mine);
     this.#queues.set(key, tail);
-    await prev;
     try {
+      await untilAborted(prev, signal);
       return await fn();
     } finally {
       done();
@@ -108,6 +116,7 @@ export class Dispatcher {
     kind: CommandKind,
     payload: unknown,
     timeoutMs: number,
+    signal?: AbortSignal,
   ) {
     const id = newId(PREFIX.command);
     await insertCommand(this.#db, { id, hostId: target.hostId, envId, teamId: target.teamId, kind, payload });
@@ -116,11 +125,14 @@ export class Dispatcher {
         ? this.#overStream(id, target, envId, kind, payload)
         : this.#viaDriver(id, target, envId, kind, payload);
     let timer: NodeJS.Timeout | undefined;
+    let onAbort = () => {};
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(
         () => reject(new CommandError(`${kind} timed out after ${seconds(timeoutMs)}`, id)),
         timeoutMs,
       );
+      onAbort = () => reject(new CommandError(cancelled(kind, signal).message, id));
+      signal?.addEventListener('abort', onAbort, { once: true });
     });
     try {
       const result = await Promise.race([outcome, timeout]);
@@ -132,6 +144,7 @@ export class Dispatcher {
       throw err instanceof CommandError ? err : new CommandError(message, id);
     } finally {
       clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
       this.#pending.delete(id);
     }
   }
@@ -215,6 +228,25 @@ export class Dispatcher {
   inFlight(): number {
     return this.#pending.size;
   }
+}
+
+function cancelled(kind: string, signal: AbortSignal | undefined): Error {
+  const why = signal?.reason instanceof Error ? signal.reason.message : 'the phase was cancelled';
+  return new Error(`${kind} cancelled: ${why}`);
+}
+
+/** Resolves when `p` settles; rejects at once if `signal` aborts first (a queued command gives up its turn). */
+function untilAborted(p: Promise<unknown>, signal: AbortSignal | undefined): Promise<void> {
+  if (!signal) return p.then(() => {});
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) return reject(signal.reason);
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    p.then(
+      () => resolve(),
+      () => resolve(),
+    ).finally(() => signal.removeEventListener('abort', onAbort));
+  });
 }
 
 const seconds = (ms: number): string => (ms < 1000 ? `${ms} ms` : `${Math.round(ms / 1000)} s`);

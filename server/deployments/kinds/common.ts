@@ -22,7 +22,7 @@ export async function send<K extends CommandKind>(
   payload: Payloads[K],
   timeoutMs?: number,
 ): Promise<Results[K]> {
-  return ctx.deps.dispatcher.run(target, envId, kind, payload, timeoutMs);
+  return ctx.deps.dispatcher.run(target, envId, kind, payload, timeoutMs, ctx.signal);
 }
 
 export const tookMs = (ctx: RunContext<unknown>): number => Date.now() - ctx.startedAt;
