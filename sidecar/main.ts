@@ -93,7 +93,7 @@ export async function runSidecar(opts: SidecarOptions): Promise<number> {
 
   let link: Link | null = null;
   const runner = new Runner(dataDir, handlers(ctx, capabilities), (f) => link?.send(f));
-  const cut = await runner.recover((kind, envId) => undoInterrupted(ctx, kind, envId));
+  const cut = await runner.recover((kind, envId) => undoInterrupted(ctx, kind, envId), log);
   if (cut.length) log(`finished commands a restart cut off: ${cut.join('; ')}`);
 
   link = new Link({

@@ -103,7 +103,10 @@ export class Runner {
    * After a crash: every command that was running gets its one stored result (a failure that
    * says so), after `cleanup` undid what it can, so a resent id is answered, never run twice.
    */
-  async recover(cleanup: (kind: string, envId: string) => Promise<void>): Promise<string[]> {
+  async recover(
+    cleanup: (kind: string, envId: string) => Promise<void>,
+    log: (msg: string) => void,
+  ): Promise<string[]> {
     const cut: string[] = [];
     for (const file of readdirSync(this.#dir).filter((f) => f.endsWith('.running'))) {
       const id = file.slice(0, -'.running'.length);
@@ -111,7 +114,9 @@ export class Runner {
       try {
         base = JSON.parse(readFileSync(join(this.#dir, file), 'utf8'));
       } catch {}
-      await cleanup(base.kind, base.env_id).catch(() => {});
+      await cleanup(base.kind, base.env_id).catch((err) =>
+        log(`undoing ${base.kind} of ${base.env_id} cut off by a restart failed: ${(err as Error).message}`),
+      );
       this.#store(id, {
         ...base,
         ok: false,
