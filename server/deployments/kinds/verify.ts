@@ -114,7 +114,11 @@ async function destroyGrader(ctx: Ctx): Promise<void> {
     const env = await agentEnv(ctx);
     await send(ctx, await targetOf(ctx, env.HostID), graderId, 'env.destroy', {});
     await updateEnv(ctx.deps.db, graderId, { status: 'destroyed', endpoints: {} });
-  } catch {
+  } catch (err) {
+    ctx.deps.log.warn(
+      { deployment: ctx.dep.ID, env: graderId, err: (err as Error).message },
+      'grader fork teardown failed; it is marked failed',
+    );
     await updateEnv(ctx.deps.db, graderId, { status: 'failed' });
   }
 }
