@@ -7,6 +7,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, w
 import { join } from 'node:path';
 import { UNKNOWN_KIND_ERROR } from '../protocol/commands.ts';
 import { type Frame, frame } from '../protocol/frames.ts';
+import type { Hold } from './test-hold.ts';
 
 export interface CommandContext {
   id: string;
@@ -34,12 +35,14 @@ export class Runner {
   #send: (f: Frame) => void;
   #queues = new Map<string, Promise<void>>();
   #running = new Map<string, Promise<void>>();
+  #hold: Hold | undefined;
 
-  constructor(dataDir: string, handlers: Record<string, Handler>, send: (f: Frame) => void) {
+  constructor(dataDir: string, handlers: Record<string, Handler>, send: (f: Frame) => void, hold?: Hold) {
     this.#dir = join(dataDir, 'commands');
     mkdirSync(this.#dir, { recursive: true, mode: 0o700 });
     this.#handlers = handlers;
     this.#send = send;
+    this.#hold = hold;
   }
 
   /** Handles one `command` frame; never throws. Returns when the command's result was sent. */
@@ -90,6 +93,7 @@ export class Runner {
         finished_at: new Date().toISOString(),
       };
     }
+    await this.#hold?.(base.kind, id);
     this.#store(id, outcome);
     rmSync(this.#marker(id), { force: true });
     this.#reply(id, outcome);
