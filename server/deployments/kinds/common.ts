@@ -10,6 +10,18 @@ export function targetOf(ctx: RunContext<unknown>, hostId: string): Promise<Comm
   return commandTarget(ctx.deps.db, ctx.deps.hub, ctx.dep.TeamID, hostId);
 }
 
+/** How long cleanup after a failure waits for a sidecar whose stream dropped to reconnect. */
+export const RECONNECT_WAIT_MS = 30_000;
+
+/**
+ * The command target of a host for cleanup after a failure: a sidecar that dropped (or was
+ * restarted) usually reconnects within seconds, so it is given that time before giving up.
+ */
+export async function targetAfterFailure(ctx: RunContext<unknown>, hostId: string): Promise<CommandTarget> {
+  if (hostId) await ctx.deps.hub.waitConnected(hostId, RECONNECT_WAIT_MS);
+  return targetOf(ctx, hostId);
+}
+
 export function isReachable(ctx: RunContext<unknown>, hostKind: string, hostId: string): boolean {
   return hostKind !== 'sidecar' || ctx.deps.hub.isConnected(hostId);
 }
