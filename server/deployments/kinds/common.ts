@@ -1,7 +1,7 @@
 // Small pieces every kind uses: the command target of an environment's host, and the shapes
 // evidence takes from command results.
 import type { CommandKind, Payloads, Results } from '../../../protocol/commands.ts';
-import { commandTarget } from '../../hosts/command-target.ts';
+import { commandTarget, HostUnavailable } from '../../hosts/command-target.ts';
 import type { CommandTarget } from '../../hosts/dispatcher.ts';
 import type { RunContext } from '../engine.ts';
 
@@ -20,6 +20,24 @@ export const RECONNECT_WAIT_MS = 30_000;
 export async function targetAfterFailure(ctx: RunContext<unknown>, hostId: string): Promise<CommandTarget> {
   if (hostId) await ctx.deps.hub.waitConnected(hostId, RECONNECT_WAIT_MS);
   return targetOf(ctx, hostId);
+}
+
+/**
+ * After a failed first create or fork: take down whatever the host made of the environment, when
+ * the host can be reached now. One that comes back later is cleaned when the late result of its
+ * create or fork arrives (deployments/late-results.ts).
+ */
+export async function removeFromHost(ctx: RunContext<unknown>, envId: string, hostId: string): Promise<void> {
+  if (!hostId) return;
+  try {
+    await send(ctx, await targetOf(ctx, hostId), envId, 'env.destroy', {});
+  } catch (err) {
+    if (err instanceof HostUnavailable) return;
+    ctx.deps.log.warn(
+      { deployment: ctx.dep.ID, env: envId, err: (err as Error).message },
+      'could not remove a failed environment from its host',
+    );
+  }
 }
 
 export function isReachable(ctx: RunContext<unknown>, hostKind: string, hostId: string): boolean {

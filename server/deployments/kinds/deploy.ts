@@ -6,7 +6,7 @@ import { appendEvent } from '../../events/store.ts';
 import { type KindDef, PhaseFailure, type RunContext, Skip } from '../engine.ts';
 import { place } from '../placement.ts';
 import { updateDeployment } from '../store.ts';
-import { firstService, send, targetAfterFailure, targetOf, tookMs } from './common.ts';
+import { firstService, removeFromHost, send, targetAfterFailure, targetOf, tookMs } from './common.ts';
 
 export const WARM_TIMEOUT_SEC = 600;
 export const NO_HOST_NO_CLOUD =
@@ -192,6 +192,8 @@ async function verdict(ctx: Ctx, failure: { phase: string } | null) {
   const env = await envOf(ctx);
   const prevId = p(ctx).previous_version;
   if (!prevId) {
+    // A first create that failed leaves nothing behind on the host.
+    await removeFromHost(ctx, env.ID, env.HostID);
     await updateEnv(db, env.ID, { status: 'failed' });
     return { status: 'failed' as const, evidence: { reverted: 'no previous version' } };
   }
