@@ -6,6 +6,7 @@ import type { Db } from './db/types.ts';
 import type { EngineLogger, OrchestratorDeps, Provisioner } from './deployments/deps.ts';
 import { Engine } from './deployments/engine.ts';
 import { KINDS } from './deployments/kinds/index.ts';
+import { lateResult } from './deployments/late-results.ts';
 import { Blobs } from './hosts/blobs.ts';
 import { failUnfinishedCommands } from './hosts/command-store.ts';
 import { Dispatcher, type Driver } from './hosts/dispatcher.ts';
@@ -58,6 +59,10 @@ export function createOrchestrator(
     },
     joinWaitMs: JOIN_WAIT_MS,
   };
+  dispatcher.onLateResult = (hostId, f) =>
+    void lateResult(deps, hostId, f).catch((err) =>
+      log.warn({ host: hostId, err: (err as Error).message }, 'cleaning up after a late result failed'),
+    );
   const engine = new Engine(deps, KINDS);
   const blobs = new Blobs(() => config.publicUrl);
   return {

@@ -62,6 +62,8 @@ export class Dispatcher {
   #pending = new Map<string, Pending>();
   #queues = new Map<string, Promise<void>>();
   #acks = new Map<string, { at: string; timer: NodeJS.Timeout }>();
+  /** Told of a result for a command no longer waited for (given up, timed out, or sent before a restart). */
+  onLateResult: ((hostId: string, f: Frame) => void) | null = null;
   /** Bound of a command that names none: the phase bound (tests shorten it). */
   defaultTimeoutMs = PHASE_TIMEOUT_MS;
 
@@ -205,7 +207,10 @@ export class Dispatcher {
   async handleResult(hostId: string, f: Frame): Promise<void> {
     const id = f.command_id as string;
     const p = this.#pending.get(id);
-    if (!p || p.hostId !== hostId) return;
+    if (!p || p.hostId !== hostId) {
+      this.onLateResult?.(hostId, f);
+      return;
+    }
     this.#pending.delete(id);
     if (f.ok) p.resolve(f.payload ?? {});
     else p.reject(new CommandError(f.error || `${p.kind} failed without a reason`, id));
