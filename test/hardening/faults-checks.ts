@@ -58,6 +58,12 @@ export async function checkInvariants(s: FaultStack, firstService: string): Prom
       assert.equal(r.status, 200, `exec in running ${e.name}: ${JSON.stringify(r.body)}`);
       assert.equal(r.body.exit_code, 0);
     } else {
+      // Removal after a late result is asynchronous: give it its time before calling it orphaned.
+      await until(
+        () => leftovers(e.id).length === 0 && !s.envDirs().includes(e.id),
+        `${e.status} environment ${e.name} to have nothing left on the host`,
+        60_000,
+      ).catch(() => {});
       assert.deepEqual(leftovers(e.id), [], `${e.status} environment ${e.name} left Docker objects`);
     }
   }
