@@ -90,15 +90,11 @@ export async function runSidecar(opts: SidecarOptions): Promise<number> {
     probe: { internetTargets: probeTargets(), command: await probeCommand() },
     log,
     readers: new Map(),
+    hold: testHold(dataDir, log),
   };
 
   let link: Link | null = null;
-  const runner = new Runner(
-    dataDir,
-    handlers(ctx, capabilities),
-    (f) => link?.send(f),
-    testHold(dataDir, log),
-  );
+  const runner = new Runner(dataDir, handlers(ctx, capabilities), (f) => link?.send(f), ctx.hold);
   const cut = await runner.recover((kind, envId) => undoInterrupted(ctx, kind, envId), log);
   if (cut.length) log(`finished commands a restart cut off: ${cut.join('; ')}`);
 

@@ -1,8 +1,9 @@
 // A test-only hook, armed only with SVC_TEST_HOOKS=1 (never set in production): it lets the fault
 // suite (test/hardening/faults*.test.ts) stop one command at a known point in its middle — its
 // handler has done its work, its result is neither stored nor sent — and inject a fault there
-// without sleeps. `<data>/test-hold` names the command kind to hold once; the runner logs
-// `test hook: holding <kind> <id>`; SIGUSR2 lets every held command go on.
+// without sleeps. `<data>/test-hold` names the command kind to hold once (or a point inside a
+// handler, such as `env.snapshot:frozen`); it logs `test hook: holding <point> <id>`; SIGUSR2
+// lets every held command go on.
 import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 

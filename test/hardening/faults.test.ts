@@ -97,6 +97,8 @@ describe('faults: SIGKILL the sidecar, restart the control plane, drop the strea
     },
     { kind: 'env.fork', start: () => accepted(s.req('POST', `/v1/envs/${base}/fork`, { name: `f${++n}` })) },
     { kind: 'env.snapshot', start: () => accepted(s.req('POST', `/v1/envs/${base}/snapshot`)) },
+    // Inside the handler, with every container frozen for the capture.
+    { kind: 'env.snapshot:frozen', start: () => accepted(s.req('POST', `/v1/envs/${base}/snapshot`)) },
     {
       kind: 'env.rollback',
       start: () => accepted(s.req('POST', `/v1/envs/${base}/rollback`, { version: v1 })),
