@@ -3,9 +3,10 @@
 import type { Server } from 'node:http';
 import type { Config } from './config/config.ts';
 import type { Db } from './db/types.ts';
-import type { OrchestratorDeps, Provisioner } from './deployments/deps.ts';
+import type { EngineLogger, OrchestratorDeps, Provisioner } from './deployments/deps.ts';
 import { Engine } from './deployments/engine.ts';
 import { KINDS } from './deployments/kinds/index.ts';
+import { lateResult } from './deployments/late-results.ts';
 import { Blobs } from './hosts/blobs.ts';
 import { failUnfinishedCommands } from './hosts/command-store.ts';
 import { Dispatcher, type Driver } from './hosts/dispatcher.ts';
@@ -36,7 +37,7 @@ export interface Orchestrator {
 export function createOrchestrator(
   db: Db,
   config: Config,
-  log: HubLogger,
+  log: HubLogger & EngineLogger,
   opts: OrchestratorOptions,
 ): Orchestrator {
   const hub = new Hub(db, opts.consumeJoinToken, log, opts.onJoined);
@@ -44,6 +45,7 @@ export function createOrchestrator(
   hub.dispatcher = dispatcher;
   const deps: OrchestratorDeps = {
     db,
+    log,
     dispatcher,
     hub,
     provisioners: opts.provisioners ?? new Map(),
@@ -57,6 +59,10 @@ export function createOrchestrator(
     },
     joinWaitMs: JOIN_WAIT_MS,
   };
+  dispatcher.onLateResult = (hostId, f) =>
+    void lateResult(deps, hostId, f).catch((err) =>
+      log.warn({ host: hostId, err: (err as Error).message }, 'cleaning up after a late result failed'),
+    );
   const engine = new Engine(deps, KINDS);
   const blobs = new Blobs(() => config.publicUrl);
   return {

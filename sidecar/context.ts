@@ -29,6 +29,8 @@ export interface SidecarContext {
   log: (msg: string) => void;
   /** Forks reading an environment's snapshots; a destroy of that environment waits for them. */
   readers: Map<string, Set<Promise<unknown>>>;
+  /** The fault suite's hold hook (sidecar/test-hold.ts); absent unless SVC_TEST_HOOKS=1. */
+  hold?: (point: string, commandId: string) => Promise<void>;
 }
 
 export const envDir = (ctx: SidecarContext, envId: string) => join(ctx.dataDir, 'envs', envId);

@@ -15,6 +15,7 @@ import { Runner } from './runner.ts';
 import { PROBE_VERB, probeCommand, runProbeVerb } from './sea.ts';
 import { type HostState, loadState, saveState } from './state.ts';
 import { openStorage } from './storage/index.ts';
+import { testHold } from './test-hold.ts';
 
 const log = (msg: string) => process.stderr.write(`svcd: ${msg}\n`);
 
@@ -89,11 +90,12 @@ export async function runSidecar(opts: SidecarOptions): Promise<number> {
     probe: { internetTargets: probeTargets(), command: await probeCommand() },
     log,
     readers: new Map(),
+    hold: testHold(dataDir, log),
   };
 
   let link: Link | null = null;
-  const runner = new Runner(dataDir, handlers(ctx, capabilities), (f) => link?.send(f));
-  const cut = await runner.recover((kind, envId) => undoInterrupted(ctx, kind, envId));
+  const runner = new Runner(dataDir, handlers(ctx, capabilities), (f) => link?.send(f), ctx.hold);
+  const cut = await runner.recover((kind, envId) => undoInterrupted(ctx, kind, envId), log);
   if (cut.length) log(`finished commands a restart cut off: ${cut.join('; ')}`);
 
   link = new Link({

@@ -7,6 +7,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, w
 import { join } from 'node:path';
 import { UNKNOWN_KIND_ERROR } from '../protocol/commands.ts';
 import { type Frame, frame } from '../protocol/frames.ts';
+import type { Hold } from './test-hold.ts';
 
 export interface CommandContext {
   id: string;
@@ -34,12 +35,14 @@ export class Runner {
   #send: (f: Frame) => void;
   #queues = new Map<string, Promise<void>>();
   #running = new Map<string, Promise<void>>();
+  #hold: Hold | undefined;
 
-  constructor(dataDir: string, handlers: Record<string, Handler>, send: (f: Frame) => void) {
+  constructor(dataDir: string, handlers: Record<string, Handler>, send: (f: Frame) => void, hold?: Hold) {
     this.#dir = join(dataDir, 'commands');
     mkdirSync(this.#dir, { recursive: true, mode: 0o700 });
     this.#handlers = handlers;
     this.#send = send;
+    this.#hold = hold;
   }
 
   /** Handles one `command` frame; never throws. Returns when the command's result was sent. */
@@ -90,6 +93,7 @@ export class Runner {
         finished_at: new Date().toISOString(),
       };
     }
+    await this.#hold?.(base.kind, id);
     this.#store(id, outcome);
     rmSync(this.#marker(id), { force: true });
     this.#reply(id, outcome);
@@ -103,7 +107,10 @@ export class Runner {
    * After a crash: every command that was running gets its one stored result (a failure that
    * says so), after `cleanup` undid what it can, so a resent id is answered, never run twice.
    */
-  async recover(cleanup: (kind: string, envId: string) => Promise<void>): Promise<string[]> {
+  async recover(
+    cleanup: (kind: string, envId: string) => Promise<void>,
+    log: (msg: string) => void,
+  ): Promise<string[]> {
     const cut: string[] = [];
     for (const file of readdirSync(this.#dir).filter((f) => f.endsWith('.running'))) {
       const id = file.slice(0, -'.running'.length);
@@ -111,7 +118,9 @@ export class Runner {
       try {
         base = JSON.parse(readFileSync(join(this.#dir, file), 'utf8'));
       } catch {}
-      await cleanup(base.kind, base.env_id).catch(() => {});
+      await cleanup(base.kind, base.env_id).catch((err) =>
+        log(`undoing ${base.kind} of ${base.env_id} cut off by a restart failed: ${(err as Error).message}`),
+      );
       this.#store(id, {
         ...base,
         ok: false,

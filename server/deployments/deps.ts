@@ -19,8 +19,15 @@ export interface Provisioner {
   ): Promise<{ ref: string; ip: string; name: string }>;
 }
 
+/** Where the engine reports failures it cannot record on a deployment (a pino logger in production). */
+export interface EngineLogger {
+  warn(obj: object, msg: string): void;
+  error(obj: object, msg: string): void;
+}
+
 export interface OrchestratorDeps {
   db: Db;
+  log: EngineLogger;
   dispatcher: Dispatcher;
   hub: {
     isConnected(hostId: string): boolean;

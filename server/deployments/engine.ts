@@ -6,6 +6,7 @@ import { EventEmitter } from 'node:events';
 import { type Db, json, now } from '../db/types.ts';
 import { appendEvent } from '../events/store.ts';
 import { PHASE_TIMEOUT_MS } from '../hosts/dispatcher.ts';
+import { bounded, CANCEL_GRACE_MS } from './bounded.ts';
 import type { OrchestratorDeps } from './deps.ts';
 import {
   type Deployment,
@@ -44,6 +45,8 @@ export interface RunContext<I> {
   /** In-memory input from the request (e.g. the parsed spec); absent when recovering. */
   input: I | null;
   startedAt: number;
+  /** Aborted when the running phase (or verdict) reaches its time limit: pass it to every command. */
+  signal: AbortSignal;
 }
 
 export interface Failure {
@@ -69,14 +72,6 @@ export interface KindDef<I> {
 
 export const phaseNames = (k: KindDef<unknown>): string[] => [...k.phases.map((p) => p.name), 'verdict'];
 
-function bounded<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what} timed out after ${Math.round(ms / 60_000)} min`)), ms);
-  });
-  return Promise.race([work, timeout]).finally(() => clearTimeout(timer));
-}
-
 export class Engine {
   readonly deps: OrchestratorDeps;
   #kinds = new Map<string, KindDef<unknown>>();
@@ -84,6 +79,7 @@ export class Engine {
   #queues = new Map<string, Promise<void>>();
   #running = new Set<Promise<void>>();
   phaseTimeoutMs = PHASE_TIMEOUT_MS;
+  cancelGraceMs = CANCEL_GRACE_MS;
   recoveryHostWaitMs = 30_000;
 
   constructor(deps: OrchestratorDeps, kinds: KindDef<never>[]) {
@@ -108,7 +104,7 @@ export class Engine {
     if (!kind) throw new Error(`deployment kind ${d.kind} cannot be started`);
     const created = await insertDeployment(this.db, { ...d, phases: phaseNames(kind) });
     this.#track(
-      this.#serial(created.deployment.EnvID, () => this.#run(kind, created.deployment.ID, input, null)),
+      this.#serial(created.deployment.EnvID, () => this.#guarded(kind, created.deployment.ID, input, null)),
     );
     return created;
   }
@@ -139,10 +135,55 @@ export class Engine {
 
   async #serial(key: string, fn: () => Promise<void>): Promise<void> {
     const prev = this.#queues.get(key) ?? Promise.resolve();
-    const mine = prev.then(fn, fn);
+    const mine = prev.then(fn, fn); // fn is #guarded: it never rejects
     this.#queues.set(key, mine);
-    await mine.catch(() => {});
+    await mine;
     if (this.#queues.get(key) === mine) this.#queues.delete(key);
+  }
+
+  /**
+   * Runs a deployment so that no failure is lost: whatever throws out of the run (a database
+   * error in a phase update or the verdict) ends the deployment `failed` with `engine: <message>`,
+   * appends `deployment.finished` and is logged.
+   */
+  async #guarded(
+    kind: KindDef<unknown>,
+    id: string,
+    input: unknown,
+    recovery: { failure: Failure | null } | null,
+  ): Promise<void> {
+    const started = Date.now();
+    try {
+      await this.#run(kind, id, input, recovery);
+    } catch (err) {
+      await this.#crashed(id, err, started);
+    }
+  }
+
+  async #crashed(id: string, err: unknown, started: number): Promise<void> {
+    const error = `engine: ${(err as Error)?.message || String(err)}`;
+    this.deps.log.error({ err, deployment: id }, 'deployment run failed');
+    try {
+      const dep = await getDeploymentAnyTeam(this.db, id);
+      if (!dep) return;
+      let status: DeploymentStatus = 'failed';
+      if (dep.FinishedAt) {
+        status = dep.Status; // only its finished event was lost
+      } else {
+        for (const ph of await listPhases(this.db, id)) {
+          if (ph.Status === 'running')
+            await updatePhase(this.db, id, ph.Seq, { status: 'failed', error, finishedAt: now() });
+          else if (ph.Status === 'pending') await updatePhase(this.db, id, ph.Seq, { status: 'skipped' });
+        }
+        await updateDeployment(this.db, id, { status, error, finishedAt: now() });
+      }
+      const body = { status, took_ms: Date.now() - started, error: dep.FinishedAt ? dep.Error : error };
+      await this.#event(dep, 'deployment.finished', body);
+      this.#finished.emit(id, status);
+    } catch (again) {
+      // The database itself is failing: the deployment stays open until the next start recovers it.
+      this.deps.log.error({ err: again, deployment: id }, 'could not record the failed deployment');
+    }
   }
 
   async #run(
@@ -159,6 +200,7 @@ export class Engine {
       params: { ...dep.Params },
       input,
       startedAt: Date.now(),
+      signal: new AbortController().signal,
     };
     const phases = await listPhases(this.db, id);
     let failure = recovery ? recovery.failure : null;
@@ -183,7 +225,15 @@ export class Engine {
     const id = ctx.dep.ID;
     await updatePhase(this.db, id, seq, { status: 'running', startedAt: now() });
     try {
-      const out = await bounded(def.run(ctx), this.phaseTimeoutMs, def.name);
+      const out = await bounded(
+        (signal) => {
+          ctx.signal = signal;
+          return def.run(ctx);
+        },
+        this.phaseTimeoutMs,
+        def.name,
+        this.cancelGraceMs,
+      );
       const skipped = out instanceof Skip;
       await updatePhase(this.db, id, seq, {
         status: skipped ? 'skipped' : 'ok',
@@ -213,7 +263,15 @@ export class Engine {
     let verdict: Verdict;
     let error = failure ? `${failure.phase}: ${failure.message}` : '';
     try {
-      verdict = await bounded(kind.verdict(ctx, failure), this.phaseTimeoutMs, 'verdict');
+      verdict = await bounded(
+        (signal) => {
+          ctx.signal = signal;
+          return kind.verdict(ctx, failure);
+        },
+        this.phaseTimeoutMs,
+        'verdict',
+        this.cancelGraceMs,
+      );
       await updatePhase(this.db, id, seq, {
         status: 'ok',
         evidence: verdict.evidence ?? null,
@@ -276,7 +334,7 @@ export class Engine {
         continue;
       }
       await updateDeployment(this.db, r.id, { status: 'running' });
-      this.#track(this.#serial(r.env_id, () => this.#run(kind, r.id, null, { failure })));
+      this.#track(this.#serial(r.env_id, () => this.#guarded(kind, r.id, null, { failure })));
     }
     return rows.length;
   }

@@ -62,6 +62,8 @@ export class Dispatcher {
   #pending = new Map<string, Pending>();
   #queues = new Map<string, Promise<void>>();
   #acks = new Map<string, { at: string; timer: NodeJS.Timeout }>();
+  /** Told of a result for a command no longer waited for (given up, timed out, or sent before a restart). */
+  onLateResult: ((hostId: string, f: Frame) => void) | null = null;
   /** Bound of a command that names none: the phase bound (tests shorten it). */
   defaultTimeoutMs = PHASE_TIMEOUT_MS;
 
@@ -71,20 +73,29 @@ export class Dispatcher {
     this.#drivers = drivers;
   }
 
-  /** Runs one command and returns its result payload; throws CommandError with the host's reason. */
+  /**
+   * Runs one command and returns its result payload; throws CommandError with the host's reason.
+   * An aborted `signal` cancels it: the wait ends, the row is marked failed and the environment's
+   * queue moves on (the sidecar may still finish it and keep the result, spec "Command lifecycle" 6).
+   */
   async run<K extends CommandKind>(
     target: CommandTarget,
     envId: string,
     kind: K,
     payload: Payloads[K],
     timeoutMs: number = this.defaultTimeoutMs,
+    signal?: AbortSignal,
   ): Promise<Results[K]> {
     const key = envId ? `${target.hostId}/${envId}` : '';
-    const exec = () => this.#execute(target, envId, kind, payload, timeoutMs);
-    return (key ? await this.#serial(key, exec) : await exec()) as Results[K];
+    const exec = () => {
+      if (signal?.aborted) throw cancelled(kind, signal);
+      return this.#execute(target, envId, kind, payload, timeoutMs, signal);
+    };
+    const result = key ? await this.#serial(key, exec, signal) : await exec();
+    return result as Results[K];
   }
 
-  async #serial<T>(key: string, fn: () => Promise<T>): Promise<T> {
+  async #serial<T>(key: string, fn: () => Promise<T>, signal?: AbortSignal): Promise<T> {
     const prev = this.#queues.get(key) ?? Promise.resolve();
     let done!: () => void;
     const mine = new Promise<void>((r) => {
@@ -92,8 +103,8 @@ export class Dispatcher {
     });
     const tail = prev.then(() => mine);
     this.#queues.set(key, tail);
-    await prev;
     try {
+      await untilAborted(prev, signal);
       return await fn();
     } finally {
       done();
@@ -107,6 +118,7 @@ export class Dispatcher {
     kind: CommandKind,
     payload: unknown,
     timeoutMs: number,
+    signal?: AbortSignal,
   ) {
     const id = newId(PREFIX.command);
     await insertCommand(this.#db, { id, hostId: target.hostId, envId, teamId: target.teamId, kind, payload });
@@ -115,11 +127,14 @@ export class Dispatcher {
         ? this.#overStream(id, target, envId, kind, payload)
         : this.#viaDriver(id, target, envId, kind, payload);
     let timer: NodeJS.Timeout | undefined;
+    let onAbort = () => {};
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(
         () => reject(new CommandError(`${kind} timed out after ${seconds(timeoutMs)}`, id)),
         timeoutMs,
       );
+      onAbort = () => reject(new CommandError(cancelled(kind, signal).message, id));
+      signal?.addEventListener('abort', onAbort, { once: true });
     });
     try {
       // Shape-checked before the row says succeeded: a malformed result fails the command (502).
@@ -132,6 +147,7 @@ export class Dispatcher {
       throw err instanceof CommandError ? err : new CommandError(message, id);
     } finally {
       clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
       this.#pending.delete(id);
     }
   }
@@ -192,7 +208,10 @@ export class Dispatcher {
   async handleResult(hostId: string, f: Frame): Promise<void> {
     const id = f.command_id as string;
     const p = this.#pending.get(id);
-    if (!p || p.hostId !== hostId) return;
+    if (!p || p.hostId !== hostId) {
+      this.onLateResult?.(hostId, f);
+      return;
+    }
     this.#pending.delete(id);
     if (f.ok) p.resolve(f.payload ?? {});
     else p.reject(new CommandError(f.error || `${p.kind} failed without a reason`, id));
@@ -215,6 +234,25 @@ export class Dispatcher {
   inFlight(): number {
     return this.#pending.size;
   }
+}
+
+function cancelled(kind: string, signal: AbortSignal | undefined): Error {
+  const why = signal?.reason instanceof Error ? signal.reason.message : 'the phase was cancelled';
+  return new Error(`${kind} cancelled: ${why}`);
+}
+
+/** Resolves when `p` settles; rejects at once if `signal` aborts first (a queued command gives up its turn). */
+function untilAborted(p: Promise<unknown>, signal: AbortSignal | undefined): Promise<void> {
+  if (!signal) return p.then(() => {});
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) return reject(signal.reason);
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    p.then(
+      () => resolve(),
+      () => resolve(),
+    ).finally(() => signal.removeEventListener('abort', onAbort));
+  });
 }
 
 const seconds = (ms: number): string => (ms < 1000 ? `${ms} ms` : `${Math.round(ms / 1000)} s`);

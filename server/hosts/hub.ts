@@ -96,7 +96,11 @@ export class Hub implements HostConnectivity, Transport {
   write(hostId: string, f: Frame): boolean {
     const c = this.#conns.get(hostId);
     if (!c || c.ws.readyState !== WebSocket.OPEN) return false;
-    c.ws.send(JSON.stringify(f));
+    // A stream can die between the check and the write; its commands fail when its close arrives.
+    c.ws.send(JSON.stringify(f), (err) => {
+      if (err)
+        this.#log.warn({ host: hostId, frame: f.type, err: err.message }, 'write to host stream failed');
+    });
     return true;
   }
 

@@ -4,7 +4,7 @@
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Capabilities } from '../../protocol/commands.ts';
-import { envDir, type SidecarContext } from '../context.ts';
+import { envDir, loadSpec, type SidecarContext, stackOf } from '../context.ts';
 import type { Handler } from '../runner.ts';
 import { verifyCollect } from '../verify/collect.ts';
 import { verifyRun } from '../verify/run.ts';
@@ -34,9 +34,11 @@ export function handlers(
 
 /**
  * What a command cut off by a crash leaves to undo: a half-created environment or fork is taken
- * down (a fork's copied datasets too), so no container is orphaned.
+ * down (a fork's copied datasets too), so no container is orphaned; a capture cut off while the
+ * stack was frozen thaws it, so the environment is usable again.
  */
 export async function undoInterrupted(ctx: SidecarContext, kind: string, envId: string): Promise<void> {
+  if (envId && kind === 'env.snapshot') return thaw(ctx, envId);
   if (!envId || (kind !== 'env.create' && kind !== 'env.fork')) return;
   // A redeploy of an environment that has snapshots keeps everything: the control plane rolls
   // it back to its previous version. Only a first create or a fork is taken away whole.
@@ -48,4 +50,12 @@ export async function undoInterrupted(ctx: SidecarContext, kind: string, envId: 
 async function hasVersions(ctx: SidecarContext, envId: string): Promise<boolean> {
   const files = await readdir(join(envDir(ctx, envId), 'versions')).catch(() => []);
   return files.some((f) => f.endsWith('.json'));
+}
+
+async function thaw(ctx: SidecarContext, envId: string): Promise<void> {
+  const spec = await loadSpec(ctx, envId);
+  if (!spec) return;
+  const thawed = await stackOf(ctx, envId, spec).engine.unpause();
+  if (thawed.length)
+    ctx.log(`thawed ${thawed.join(', ')} of ${envId} after env.snapshot was cut off by a restart`);
 }

@@ -33,6 +33,7 @@ export async function envSnapshot(
   await engine.pause();
   let datasets: string[];
   try {
+    await ctx.hold?.('env.snapshot:frozen', cmd.id);
     datasets = await ctx.storage.snapshot(cmd.envId, name, spec.volumes);
     await saveVersionSpec(ctx, cmd.envId, name, { ...spec, version: name });
   } finally {

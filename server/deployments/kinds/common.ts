@@ -1,13 +1,43 @@
 // Small pieces every kind uses: the command target of an environment's host, and the shapes
 // evidence takes from command results.
 import type { CommandKind, Payloads, Results } from '../../../protocol/commands.ts';
-import { commandTarget } from '../../hosts/command-target.ts';
+import { commandTarget, HostUnavailable } from '../../hosts/command-target.ts';
 import type { CommandTarget } from '../../hosts/dispatcher.ts';
 import type { RunContext } from '../engine.ts';
 
 /** The command target for a host of the deployment's team; throws when it cannot take commands. */
 export function targetOf(ctx: RunContext<unknown>, hostId: string): Promise<CommandTarget> {
   return commandTarget(ctx.deps.db, ctx.deps.hub, ctx.dep.TeamID, hostId);
+}
+
+/** How long cleanup after a failure waits for a sidecar whose stream dropped to reconnect. */
+export const RECONNECT_WAIT_MS = 30_000;
+
+/**
+ * The command target of a host for cleanup after a failure: a sidecar that dropped (or was
+ * restarted) usually reconnects within seconds, so it is given that time before giving up.
+ */
+export async function targetAfterFailure(ctx: RunContext<unknown>, hostId: string): Promise<CommandTarget> {
+  if (hostId) await ctx.deps.hub.waitConnected(hostId, RECONNECT_WAIT_MS);
+  return targetOf(ctx, hostId);
+}
+
+/**
+ * After a failed first create or fork: take down whatever the host made of the environment, when
+ * the host can be reached now. One that comes back later is cleaned when the late result of its
+ * create or fork arrives (deployments/late-results.ts).
+ */
+export async function removeFromHost(ctx: RunContext<unknown>, envId: string, hostId: string): Promise<void> {
+  if (!hostId) return;
+  try {
+    await send(ctx, await targetOf(ctx, hostId), envId, 'env.destroy', {});
+  } catch (err) {
+    if (err instanceof HostUnavailable) return;
+    ctx.deps.log.warn(
+      { deployment: ctx.dep.ID, env: envId, err: (err as Error).message },
+      'could not remove a failed environment from its host',
+    );
+  }
 }
 
 export function isReachable(ctx: RunContext<unknown>, hostKind: string, hostId: string): boolean {
@@ -22,7 +52,7 @@ export async function send<K extends CommandKind>(
   payload: Payloads[K],
   timeoutMs?: number,
 ): Promise<Results[K]> {
-  return ctx.deps.dispatcher.run(target, envId, kind, payload, timeoutMs);
+  return ctx.deps.dispatcher.run(target, envId, kind, payload, timeoutMs, ctx.signal);
 }
 
 export const tookMs = (ctx: RunContext<unknown>): number => Date.now() - ctx.startedAt;

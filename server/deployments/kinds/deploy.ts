@@ -7,10 +7,9 @@ import { appendEvent } from '../../events/store.ts';
 import { type KindDef, PhaseFailure, type RunContext, Skip } from '../engine.ts';
 import { place } from '../placement.ts';
 import { updateDeployment } from '../store.ts';
-import { firstService, send, targetOf, tookMs } from './common.ts';
+import { firstService, removeFromHost, send, targetAfterFailure, targetOf, tookMs } from './common.ts';
 
 export const WARM_TIMEOUT_SEC = 600;
-export const RECONNECT_WAIT_MS = 30_000;
 export const NO_HOST_NO_CLOUD =
   'no connected host and no cloud that can provision: connect a cloud or run the sidecar join on a machine';
 
@@ -211,16 +210,15 @@ async function verdict(ctx: Ctx, failure: { phase: string } | null) {
   const env = await envOf(ctx);
   const prevId = p(ctx).previous_version;
   if (!prevId) {
+    // A first create that failed leaves nothing behind on the host.
+    await removeFromHost(ctx, env.ID, env.HostID);
     await updateEnv(db, env.ID, { status: 'failed' });
     return { status: 'failed' as const, evidence: { reverted: 'no previous version' } };
   }
   try {
     const prev = await getVersion(db, ctx.dep.TeamID, prevId);
     if (!prev) throw new Error(`version ${prevId} is gone`);
-    // A sidecar that dropped mid-deploy usually reconnects within seconds: give it that time
-    // before giving up on restoring the previous version.
-    if (env.HostID) await ctx.deps.hub.waitConnected(env.HostID, RECONNECT_WAIT_MS);
-    const target = await targetOf(ctx, env.HostID);
+    const target = await targetAfterFailure(ctx, env.HostID);
     const r = await send(ctx, target, env.ID, 'env.rollback', { snapshot: prev.Snapshot });
     await updateEnv(db, env.ID, {
       status: 'running',

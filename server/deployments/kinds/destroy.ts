@@ -3,7 +3,7 @@
 import { type EnvStatus, getEnv, updateEnv } from '../../envs/store.ts';
 import { getHostRow } from '../../hosts/store.ts';
 import { type KindDef, type RunContext, Skip } from '../engine.ts';
-import { isReachable, send, targetOf } from './common.ts';
+import { isReachable, send, targetAfterFailure, targetOf } from './common.ts';
 
 type Ctx = RunContext<unknown>;
 
@@ -21,11 +21,26 @@ async function teardown(ctx: Ctx) {
   return null;
 }
 
-async function verdict(ctx: Ctx, failure: unknown) {
+/**
+ * A teardown that failed may still have run on the host (its stream dropped, the sidecar or the
+ * control plane restarted while it ran): the environment would show its old status with nothing
+ * behind it. env.destroy is idempotent, so it is sent once more, after the host had its time to
+ * come back; only if that fails too does the environment keep the status it had (or `failed`).
+ */
+async function verdict(ctx: Ctx, failure: { message: string } | null) {
   if (failure) {
-    // A failed destroy changes nothing: the environment keeps the status it had.
-    const before = ctx.params.status_before as EnvStatus | undefined;
-    if (before) await updateEnv(ctx.deps.db, ctx.dep.EnvID, { status: before });
+    const env = await getEnv(ctx.deps.db, ctx.dep.TeamID, ctx.dep.EnvID);
+    if (env?.HostID && env.Status === 'destroying') {
+      try {
+        await send(ctx, await targetAfterFailure(ctx, env.HostID), env.ID, 'env.destroy', {});
+        await updateEnv(ctx.deps.db, env.ID, { status: 'destroyed', endpoints: {} });
+        return { status: 'failed' as const, evidence: { destroyed_on_retry: true } };
+      } catch (err) {
+        const before = (ctx.params.status_before as EnvStatus | undefined) ?? 'failed';
+        await updateEnv(ctx.deps.db, env.ID, { status: before });
+        return { status: 'failed' as const, evidence: { retry: (err as Error).message } };
+      }
+    }
     return { status: 'failed' as const, evidence: null };
   }
   await updateEnv(ctx.deps.db, ctx.dep.EnvID, { status: 'destroyed', endpoints: {} });

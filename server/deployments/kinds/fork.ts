@@ -2,7 +2,7 @@
 // the request with stage `fork`); the clone runs on the host that holds the source snapshot.
 import { getEnv, getVersion, updateEnv } from '../../envs/store.ts';
 import type { KindDef, RunContext } from '../engine.ts';
-import { send, targetOf, tookMs } from './common.ts';
+import { removeFromHost, send, targetOf, tookMs } from './common.ts';
 
 interface ForkParams {
   from_env: string;
@@ -51,6 +51,8 @@ async function health(ctx: Ctx) {
 }
 
 async function verdict(ctx: Ctx, failure: unknown) {
+  // A failed fork leaves nothing behind on the host.
+  if (failure) await removeFromHost(ctx, ctx.dep.EnvID, p(ctx).host ?? '');
   await updateEnv(ctx.deps.db, ctx.dep.EnvID, { status: failure ? 'failed' : 'running' });
   return {
     status: failure ? ('failed' as const) : ('succeeded' as const),

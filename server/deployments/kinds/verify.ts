@@ -6,7 +6,7 @@ import type { EnvSpec } from '../../../protocol/spec.ts';
 import { getEnv, getVersion, insertEnv, markVersionHealthy, updateEnv } from '../../envs/store.ts';
 import type { KindDef, RunContext } from '../engine.ts';
 import { updateDeployment } from '../store.ts';
-import { send, targetOf, tookMs } from './common.ts';
+import { send, targetAfterFailure, targetOf, tookMs } from './common.ts';
 import { takeSnapshot } from './snapshot.ts';
 
 interface VerifyParams {
@@ -109,15 +109,23 @@ async function grade(ctx: Ctx) {
   };
 }
 
-/** The grader fork exists only to grade: remove it whatever happened. */
+/**
+ * The grader fork exists only to grade: remove it whatever happened. Its id is on the deployment
+ * (TargetEnvID) before the fork is sent, so a clone cut off by a restart is removed too; a host
+ * whose stream dropped is given time to come back first.
+ */
 async function destroyGrader(ctx: Ctx): Promise<void> {
-  const graderId = p(ctx).grader_env;
+  const graderId = p(ctx).grader_env || ctx.dep.TargetEnvID;
   if (!graderId) return;
   try {
     const env = await agentEnv(ctx);
-    await send(ctx, await targetOf(ctx, env.HostID), graderId, 'env.destroy', {});
+    await send(ctx, await targetAfterFailure(ctx, env.HostID), graderId, 'env.destroy', {});
     await updateEnv(ctx.deps.db, graderId, { status: 'destroyed', endpoints: {} });
-  } catch {
+  } catch (err) {
+    ctx.deps.log.warn(
+      { deployment: ctx.dep.ID, env: graderId, err: (err as Error).message },
+      'grader fork teardown failed; it is marked failed',
+    );
     await updateEnv(ctx.deps.db, graderId, { status: 'failed' });
   }
 }
