@@ -97,7 +97,6 @@ const v4: Migration = {
   },
 };
 
-
 // Push-to-deploy: webhook deliveries already handled (by X-GitHub-Delivery, so a redelivery deploys
 // nothing twice) and the check run posted for each deployment a push started.
 const v5: Migration = {
