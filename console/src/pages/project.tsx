@@ -1,0 +1,69 @@
+// A project: its environments (forks say what they were forked from) and a deploy form.
+import { useState } from 'preact/hooks';
+import { Link, useLocation, useSearch } from 'wouter-preact';
+import { api } from '../api.ts';
+import { ErrorNote, Loading, Page, Status, Table, useLoad, When } from '../ui.tsx';
+
+export function ProjectPage() {
+  const name = new URLSearchParams(useSearch()).get('name') ?? '';
+  const envs = useLoad(() => api.projectEnvs(name), [name]);
+  const [, navigate] = useLocation();
+  const [env, setEnv] = useState('alpha');
+  const [compose, setCompose] = useState('');
+  const [error, setError] = useState('');
+  const deploy = async (e: SubmitEvent) => {
+    e.preventDefault();
+    setError('');
+    try {
+      const r = await api.deploy(name, env.trim() || 'alpha', compose);
+      navigate(`/deployment/?id=${encodeURIComponent(r.deployment.ID)}`);
+    } catch (err) {
+      setError((err as Error).message);
+    }
+  };
+  const list = envs.data?.environments;
+  return (
+    <Page title={`Project ${name}`}>
+      <ErrorNote error={envs.error} />
+      {!list && !envs.error && <Loading what="environments" />}
+      {list && (
+        <Table caption="Environments" columns={['Name', 'Stage', 'Status', 'Host', 'Created']}>
+          {list.map((e) => (
+            <tr key={e.ID}>
+              <th scope="row">
+                <Link href={`/env/?id=${encodeURIComponent(e.ID)}`}>{e.Name}</Link>
+              </th>
+              <td>{e.Stage}</td>
+              <td>
+                <Status value={e.Status} />
+              </td>
+              <td>{e.HostID || '—'}</td>
+              <td>
+                <When at={e.CreatedAt} />
+              </td>
+            </tr>
+          ))}
+        </Table>
+      )}
+      <form onSubmit={deploy} aria-labelledby="deploy-title">
+        <h2 id="deploy-title">Deploy</h2>
+        <label>
+          Environment
+          <input required maxLength={63} value={env} onInput={(e) => setEnv(e.currentTarget.value)} />
+        </label>
+        <label>
+          Compose file
+          <textarea
+            required
+            rows={12}
+            spellcheck={false}
+            value={compose}
+            onInput={(e) => setCompose(e.currentTarget.value)}
+          />
+        </label>
+        <button type="submit">Deploy</button>
+        <ErrorNote error={error} />
+      </form>
+    </Page>
+  );
+}
