@@ -127,7 +127,9 @@ export function EnvPage() {
           {data.versions.find((v) => v.ID === env.CurrentVersionID)?.Number ?? (env.CurrentVersionID || '—')}
         </dd>
         <dt>Project</dt>
-        <dd>{env.ProjectID}</dd>
+        <dd>
+          <Link href={`/project/?name=${encodeURIComponent(env.ProjectID)}`}>{env.ProjectID}</Link>
+        </dd>
       </dl>
       <section aria-labelledby="endpoints">
         <h2 id="endpoints">Endpoints</h2>
