@@ -122,6 +122,9 @@ export const api = {
   destroy: (id: string) => call<{ deployment: Deployment }>('DELETE', `/v1/envs/${seg(id)}`),
   deployment: (id: string) => call<Started>('GET', `/v1/deployments/${seg(id)}`),
 
+  events: (subject: string) =>
+    call<{ events: Event[] }>('GET', `/v1/events?subject=${encodeURIComponent(subject)}`),
+
   hosts: () => call<{ hosts: Host[] }>('GET', '/v1/hosts'),
   targets: () => call<{ targets: Target[] }>('GET', '/v1/targets'),
   joinToken: (cloud_id?: string) =>

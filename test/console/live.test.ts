@@ -66,6 +66,9 @@ describe('console: live deployment, environment lineage, same origin only', { sk
     await page.getByRole('heading', { name: `Deployment ${id}`, level: 1 }).waitFor();
     await page.getByRole('row', { name: /^prepare\s+running/ }).waitFor();
     await page.getByRole('row', { name: /^resolve\s+ok/ }).waitFor();
+    const events = page.getByRole('list', { name: 'Events' });
+    await events.getByText('deployment.started').waitFor();
+    assert.equal(await events.getByText('deployment.finished').count(), 0);
     await b.shot('deployment-running');
     await page.evaluate('window.notReloaded = true');
     let navigations = 0;
@@ -85,6 +88,8 @@ describe('console: live deployment, environment lineage, same origin only', { sk
       .getByRole('row', { name: /^place\s+ok/ })
       .getByText(sc.hostId)
       .waitFor();
+    // deployment.finished arrived over the event stream (the list is only read again on a reconnect).
+    await events.getByText('deployment.finished').waitFor();
     assert.equal(await page.evaluate('window.notReloaded'), true, 'the page was not reloaded');
     assert.equal(navigations, 0);
     await b.shot('deployment');

@@ -1,10 +1,10 @@
-// One deployment: every phase with its status, duration and evidence, following the deployment
-// live. The event stream says when it started and finished (and what its commands report);
-// phases move between those without an event, so while it runs the page also re-reads it every
-// two seconds.
-import { useEffect } from 'preact/hooks';
+// One deployment: every phase with its status, duration and evidence, and its events, following
+// the deployment live. The event stream (dep:<id>) brings each event as it is written and the page
+// re-reads the deployment on each; phases also move between events, so while the deployment runs
+// the page re-reads it every two seconds as well.
+import { useCallback, useEffect, useState } from 'preact/hooks';
 import { Link, useSearch } from 'wouter-preact';
-import { api } from '../api.ts';
+import { api, type Event } from '../api.ts';
 import { useLive } from '../live.ts';
 import { duration, ErrorNote, Evidence, Loading, Page, Status, Table, useLoad, When } from '../ui.tsx';
 
@@ -15,7 +15,28 @@ export function DeploymentPage() {
   const dep = useLoad(() => api.deployment(id), [id]);
   const d = dep.data?.deployment;
   const running = d !== undefined && !d.FinishedAt;
-  useLive(id ? `dep:${id}` : undefined, { onEvent: dep.reload, onOpen: dep.reload });
+  const [events, setEvents] = useState<Event[]>([]);
+  const add = useCallback((more: Event[]) => {
+    setEvents((had) => {
+      const known = new Set(had.map((e) => e.ID));
+      const all = [...had, ...more.filter((e) => !known.has(e.ID))];
+      return all.sort((a, b) => (a.ID < b.ID ? -1 : 1));
+    });
+  }, []);
+  useLive(id ? `dep:${id}` : undefined, {
+    onEvent: (e) => {
+      add([e]);
+      dep.reload();
+    },
+    // On every (re)connect: re-read the deployment and the events so far; the stream brings the rest.
+    onOpen: () => {
+      dep.reload();
+      api.events(`dep:${id}`).then(
+        (r) => add(r.events),
+        () => {},
+      );
+    },
+  });
   useEffect(() => {
     if (!running) return;
     const t = setInterval(dep.reload, REREAD_MS);
@@ -67,6 +88,16 @@ export function DeploymentPage() {
               </tr>
             ))}
           </Table>
+          <section aria-labelledby="events-title">
+            <h2 id="events-title">Events</h2>
+            <ol aria-label="Events" class="events">
+              {events.map((e) => (
+                <li key={e.ID}>
+                  <When at={e.At} /> <strong>{e.Kind}</strong> <code>{JSON.stringify(e.Body)}</code>
+                </li>
+              ))}
+            </ol>
+          </section>
         </>
       )}
     </Page>
