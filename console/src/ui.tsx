@@ -172,3 +172,17 @@ export function TeamOptions({ teams }: { teams: { ID: string; Name: string; Role
     </>
   );
 }
+
+/** A user action's error message (cleared when it runs again) and the runner that records it. */
+export function useAction(): [string, (fn: () => Promise<unknown>) => Promise<void>] {
+  const [error, setError] = useState('');
+  const attempt = useCallback(async (fn: () => Promise<unknown>) => {
+    setError('');
+    try {
+      await fn();
+    } catch (err) {
+      setError((err as Error).message);
+    }
+  }, []);
+  return [error, attempt];
+}

@@ -29,12 +29,6 @@ const MAX_BUFFERED = 1024 * 1024;
 export const MAX_STREAMS = 2_000;
 const EVENT_ID_RE = /^evt_[0-9a-z]{22}$/;
 
-class Unavailable extends SvcError {
-  constructor(message: string) {
-    super(503, message);
-  }
-}
-
 interface StreamOptions {
   db: Db;
   auth: Authenticator;
@@ -180,7 +174,7 @@ export function eventStreamRoutes(app: App, ctx: AppContext): void {
       if (subject !== undefined) checkSubject(subject);
       const after = req.headers['last-event-id'] ?? '';
       if (after && !EVENT_ID_RE.test(after)) throw new BadRequest('Last-Event-ID must be an event ID');
-      if (open.size >= MAX_STREAMS) throw new Unavailable('too many open event streams; retry later');
+      if (open.size >= MAX_STREAMS) throw new SvcError(503, 'too many open event streams; retry later');
       const team = req.headers['x-svc-team'];
       const s = new LiveStream({
         db: ctx.db,

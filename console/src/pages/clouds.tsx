@@ -1,7 +1,7 @@
 // Clouds: the team's provider credentials (secrets masked by the server) and a form to add one.
 import { useState } from 'preact/hooks';
 import { api } from '../api.ts';
-import { ErrorNote, Loading, Page, Table, useLoad, When } from '../ui.tsx';
+import { ErrorNote, Loading, Page, Table, useAction, useLoad, When } from '../ui.tsx';
 
 const PROVIDERS = ['manual', 'cloudvm', 'sandbox-a', 'sandbox-b'];
 
@@ -10,18 +10,15 @@ export function CloudsPage() {
   const [provider, setProvider] = useState('manual');
   const [name, setName] = useState('');
   const [token, setToken] = useState('');
-  const [error, setError] = useState('');
-  const add = async (e: SubmitEvent) => {
+  const [error, attempt] = useAction();
+  const add = (e: SubmitEvent) => {
     e.preventDefault();
-    setError('');
-    try {
+    void attempt(async () => {
       await api.createCloud(provider, name.trim(), provider === 'manual' ? {} : { token });
       setName('');
       setToken('');
       got.reload();
-    } catch (err) {
-      setError((err as Error).message);
-    }
+    });
   };
   const clouds = got.data?.clouds;
   return (

@@ -5,7 +5,7 @@ import { useState } from 'preact/hooks';
 import { Link, useLocation, useSearch } from 'wouter-preact';
 import { api, type Deployment, type Environment, type Started, type Version } from '../api.ts';
 import { useLive } from '../live.ts';
-import { duration, ErrorNote, Loading, Page, Status, Table, useLoad, When } from '../ui.tsx';
+import { duration, ErrorNote, Loading, Page, Status, Table, useAction, useLoad, When } from '../ui.tsx';
 
 interface Ancestor {
   env: Environment;
@@ -86,16 +86,12 @@ export function EnvPage() {
   useLive(id ? `env:${id}` : undefined, { onEvent: got.reload, onOpen: got.reload });
   const [, navigate] = useLocation();
   const [forkName, setForkName] = useState('');
-  const [error, setError] = useState('');
-  const act = async (start: () => Promise<Started | { deployment: Deployment }>) => {
-    setError('');
-    try {
+  const [error, attempt] = useAction();
+  const act = (start: () => Promise<Started | { deployment: Deployment }>) =>
+    attempt(async () => {
       const r = await start();
       navigate(`/deployment/?id=${encodeURIComponent(r.deployment.ID)}`);
-    } catch (err) {
-      setError((err as Error).message);
-    }
-  };
+    });
   const data = got.data;
   if (!data) {
     return (

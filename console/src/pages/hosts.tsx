@@ -2,7 +2,7 @@
 // command is ready to copy onto a new machine.
 import { useState } from 'preact/hooks';
 import { api } from '../api.ts';
-import { CopyField, ErrorNote, Loading, Page, Status, Table, useLoad, When } from '../ui.tsx';
+import { CopyField, ErrorNote, Loading, Page, Status, Table, useAction, useLoad, When } from '../ui.tsx';
 
 function caps(c: Record<string, unknown>): string {
   const parts = [c.os && c.arch ? `${c.os}/${c.arch}` : '', c.cpus ? `${c.cpus} CPU` : ''];
@@ -18,15 +18,12 @@ export function HostsPage() {
   }, []);
   const [cloud, setCloud] = useState('');
   const [join, setJoin] = useState<{ command: string; expires_in_sec: number } | null>(null);
-  const [error, setError] = useState('');
-  const mint = async (e: SubmitEvent) => {
+  const [error, attempt] = useAction();
+  const mint = (e: SubmitEvent) => {
     e.preventDefault();
-    setError('');
-    try {
+    void attempt(async () => {
       setJoin(await api.joinToken(cloud || undefined));
-    } catch (err) {
-      setError((err as Error).message);
-    }
+    });
   };
   const data = got.data;
   return (

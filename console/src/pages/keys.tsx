@@ -1,33 +1,27 @@
 // API keys of the team: listed without material; a new key is shown once, to copy; revoke.
 import { useState } from 'preact/hooks';
 import { api } from '../api.ts';
-import { CopyField, ErrorNote, Loading, Page, Table, useLoad, When } from '../ui.tsx';
+import { CopyField, ErrorNote, Loading, Page, Table, useAction, useLoad, When } from '../ui.tsx';
 
 export function KeysPage() {
   const got = useLoad(() => api.keys(), []);
   const [name, setName] = useState('');
   const [created, setCreated] = useState<{ name: string; key: string } | null>(null);
-  const [error, setError] = useState('');
-  const create = async (e: SubmitEvent) => {
+  const [error, attempt] = useAction();
+  const create = (e: SubmitEvent) => {
     e.preventDefault();
-    setError('');
-    try {
+    void attempt(async () => {
       const r = await api.createKey(name.trim());
       setCreated({ name: r.key.Name, key: r.api_key });
       setName('');
       got.reload();
-    } catch (err) {
-      setError((err as Error).message);
-    }
+    });
   };
-  const revoke = async (id: string) => {
-    setError('');
-    try {
+  const revoke = (id: string) => {
+    void attempt(async () => {
       await api.revokeKey(id);
       got.reload();
-    } catch (err) {
-      setError((err as Error).message);
-    }
+    });
   };
   const keys = got.data?.keys;
   return (

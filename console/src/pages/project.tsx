@@ -2,7 +2,7 @@
 import { useState } from 'preact/hooks';
 import { Link, useLocation, useSearch } from 'wouter-preact';
 import { api } from '../api.ts';
-import { ErrorNote, Loading, Page, Status, Table, useLoad, When } from '../ui.tsx';
+import { ErrorNote, Loading, Page, Status, Table, useAction, useLoad, When } from '../ui.tsx';
 
 export function ProjectPage() {
   const name = new URLSearchParams(useSearch()).get('name') ?? '';
@@ -10,16 +10,13 @@ export function ProjectPage() {
   const [, navigate] = useLocation();
   const [env, setEnv] = useState('alpha');
   const [compose, setCompose] = useState('');
-  const [error, setError] = useState('');
-  const deploy = async (e: SubmitEvent) => {
+  const [error, attempt] = useAction();
+  const deploy = (e: SubmitEvent) => {
     e.preventDefault();
-    setError('');
-    try {
+    void attempt(async () => {
       const r = await api.deploy(name, env.trim() || 'alpha', compose);
       navigate(`/deployment/?id=${encodeURIComponent(r.deployment.ID)}`);
-    } catch (err) {
-      setError((err as Error).message);
-    }
+    });
   };
   const list = envs.data?.environments;
   return (

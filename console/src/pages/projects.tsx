@@ -2,23 +2,20 @@
 import { useState } from 'preact/hooks';
 import { Link, useLocation } from 'wouter-preact';
 import { api } from '../api.ts';
-import { ErrorNote, Loading, Page, Table, useLoad, When } from '../ui.tsx';
+import { ErrorNote, Loading, Page, Table, useAction, useLoad, When } from '../ui.tsx';
 
 export function ProjectsPage() {
   const list = useLoad(() => api.projects(), []);
   const [, navigate] = useLocation();
   const [name, setName] = useState('');
   const [kind, setKind] = useState('rl-environment');
-  const [error, setError] = useState('');
-  const create = async (e: SubmitEvent) => {
+  const [error, attempt] = useAction();
+  const create = (e: SubmitEvent) => {
     e.preventDefault();
-    setError('');
-    try {
+    void attempt(async () => {
       const r = await api.createProject(name.trim(), kind);
       navigate(`/project/?name=${encodeURIComponent(r.project.Name)}`);
-    } catch (err) {
-      setError((err as Error).message);
-    }
+    });
   };
   const projects = list.data?.projects;
   return (

@@ -4,7 +4,7 @@ import { useState } from 'preact/hooks';
 import { useSearch } from 'wouter-preact';
 import { api } from '../api.ts';
 import { session } from '../session.ts';
-import { ErrorNote, Loading, Page, useLoad } from '../ui.tsx';
+import { ErrorNote, Loading, Page, useAction, useLoad } from '../ui.tsx';
 
 export function SignIn() {
   const config = useLoad(() => api.config(), []);
@@ -12,15 +12,12 @@ export function SignIn() {
   const userCode = new URLSearchParams(search).get('user_code');
   const [email, setEmail] = useState('');
   const [name, setName] = useState('');
-  const [error, setError] = useState('');
-  const devLogin = async (e: SubmitEvent) => {
+  const [error, attempt] = useAction();
+  const devLogin = (e: SubmitEvent) => {
     e.preventDefault();
-    setError('');
-    try {
+    void attempt(async () => {
       session.signIn((await api.devLogin(email.trim(), name.trim() || undefined)).token);
-    } catch (err) {
-      setError((err as Error).message);
-    }
+    });
   };
   // Back to this very page (a device approval keeps its code) after the code host.
   const back = window.location.origin + window.location.pathname + window.location.search;
