@@ -192,7 +192,8 @@ export function eventStreamRoutes(app: App, ctx: AppContext): void {
         open.delete(s);
         s.close();
       };
-      req.raw.once('close', done);
+      // A client going away closes the response (the request's own 'close' is not that signal).
+      reply.raw.once('close', done);
       s.out.once('close', done);
       await s.start().catch((err) => {
         done();

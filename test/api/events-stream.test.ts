@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { createParser } from 'eventsource-parser';
 import { newId, PREFIX } from '../../protocol/ids.ts';
-import { appendEvent } from '../../server/events/store.ts';
+import { appendEvent, appended } from '../../server/events/store.ts';
 import { STREAM_TIMING } from '../../server/events/stream.ts';
 import { assertError, otherTeam } from '../support/api.ts';
 import { forEachDialect, startTestServer, type TestServer } from '../support/server.ts';
@@ -234,6 +234,19 @@ forEachDialect('GET /v1/events/stream', (dialect) => {
       STREAM_TIMING.heartbeatMs = saved;
     }
   });
+});
+
+test('a client that goes away releases its stream on the server', { timeout: 30_000 }, async () => {
+  const s = await startTestServer('sqlite');
+  try {
+    const before = appended.listenerCount('team');
+    const st = await new Stream().open(`${s.url}/v1/events/stream`, { authorization: `Bearer ${s.key}` });
+    assert.equal(appended.listenerCount('team'), before + 1);
+    st.close();
+    while (appended.listenerCount('team') > before) await new Promise((r) => setTimeout(r, 20));
+  } finally {
+    await s.close();
+  }
 });
 
 test('shutdown ends open streams instead of waiting for them', async () => {
