@@ -1,7 +1,7 @@
 // The console's frame: a skip link, the banner with the main navigation, the team switch and sign
 // out, and the page in <main>. Pages live under /app/ (wouter's base); page state that identifies
 // an object is in the query (`?id=`, `?name=`, `?user_code=`), as the spec's links have it.
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { Link, Route, Router, Switch, useLocation } from 'wouter-preact';
 import { api, type Me } from './api.ts';
 import { CloudsPage } from './pages/clouds.tsx';
@@ -107,7 +107,21 @@ function Pages({ me }: { me: Me }) {
   );
 }
 
+/** After an in-app navigation, focus moves to <main> so assistive technology reads the new page. */
+function useFocusOnNavigation(): void {
+  const [location] = useLocation();
+  const first = useRef(true);
+  useEffect(() => {
+    if (first.current) {
+      first.current = false;
+      return;
+    }
+    document.getElementById('main')?.focus({ preventScroll: false });
+  }, [location]);
+}
+
 function Signed({ token, team }: { token: string; team: string }) {
+  useFocusOnNavigation();
   const [me, setMe] = useState<Me | undefined>(undefined);
   const [error, setError] = useState('');
   useEffect(() => {

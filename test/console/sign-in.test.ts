@@ -52,6 +52,8 @@ describe('console: sign-in, device approval, team, keys, clouds, hosts', { skip:
     await b.shot('project');
     await page.getByRole('link', { name: 'Projects' }).click();
     await page.getByRole('link', { name: 'demo' }).waitFor();
+    // An in-app navigation moves focus to the new page's <main> (screen readers read it next).
+    assert.equal(await page.evaluate('document.activeElement?.id'), 'main');
     await b.shot('projects');
   });
 

@@ -53,7 +53,7 @@ export function DeploymentPage() {
             <dt>Kind</dt>
             <dd>{d.Kind}</dd>
             <dt>Status</dt>
-            <dd aria-live="polite" data-testid="deployment-status">
+            <dd aria-live="polite">
               <Status value={d.Status} />
             </dd>
             <dt>Environment</dt>
