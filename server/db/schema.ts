@@ -69,4 +69,13 @@ const v2: Migration = {
   up: () => ['CREATE UNIQUE INDEX clouds_team_name ON clouds (team_id, name)'],
 };
 
-export const MIGRATIONS: readonly Migration[] = [v1, v2];
+// The live event stream (server/events/stream.ts) without a subject reads a team's events after an
+// id: (team_id, subject, id) cannot serve that range, so without this index every read would scan
+// and sort all of the team's events.
+const v7: Migration = {
+  version: 7,
+  name: 'events by team in id order',
+  up: () => ['CREATE INDEX events_team ON events (team_id, id)'],
+};
+
+export const MIGRATIONS: readonly Migration[] = [v1, v2, v7];
