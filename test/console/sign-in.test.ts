@@ -127,6 +127,34 @@ describe('console: sign-in, device approval, team, keys, clouds, hosts', { skip:
     },
   );
 
+  test('signed out, the device link asks for sign-in first, then approves that very code', T, async () => {
+    const fresh = await openBrowser(s.url);
+    try {
+      const c = (await s.req('POST', '/v1/device/code', { token: false })).body;
+      const { page } = fresh;
+      await page.goto(c.verification_uri_complete);
+      await page.getByText(`Sign in to approve the CLI sign-in with code ${c.user_code}.`).waitFor();
+      await fresh.shot('device-signed-out');
+      await page.getByLabel('Email').fill('newcomer@example.com');
+      await page.getByRole('button', { name: 'Dev login' }).click();
+      await page.getByRole('heading', { name: 'Approve a CLI sign-in', level: 1 }).waitFor();
+      assert.equal(await page.getByLabel('Code').inputValue(), c.user_code);
+      await page.getByRole('button', { name: 'Approve' }).click();
+      await page
+        .getByRole('status')
+        .getByText(/^Approved: /)
+        .waitFor();
+      const got = await s.req('POST', '/v1/device/token', {
+        token: false,
+        body: { device_code: c.device_code },
+      });
+      assert.equal(got.status, 200, JSON.stringify(got.body));
+      assert.equal((await s.req('GET', '/v1/me', { token: got.body.api_key })).body.team.Name, 'newcomer');
+    } finally {
+      await fresh.close();
+    }
+  });
+
   test('a wrong code approves nothing; an expired code says so and approves nothing', T, async () => {
     const { page } = b;
     const token = await sessionOf(page);
