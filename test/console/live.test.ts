@@ -115,6 +115,7 @@ describe('console: live deployment, environment lineage, same origin only', { sk
     await page.getByRole('heading', { name: 'Environment alpha-fork', level: 1 }).waitFor();
     const lineage = page.getByRole('list', { name: 'Forked from' });
     await lineage.getByText('Forked from version 1 of alpha').waitFor();
+    await page.getByRole('definition').getByText('1 of alpha').waitFor();
     await b.shot('env-fork');
 
     await lineage.getByRole('link', { name: 'alpha' }).click();
@@ -122,6 +123,20 @@ describe('console: live deployment, environment lineage, same origin only', { sk
     const v1 = page.getByRole('row', { name: /^1 \(current\)/ });
     await v1.getByRole('link', { name: 'alpha-fork' }).waitFor();
     await b.shot('env');
+
+    // Destroy asks first; confirmed, it runs a destroy deployment and the fork is destroyed.
+    await v1.getByRole('link', { name: 'alpha-fork' }).click();
+    await page.getByRole('heading', { name: 'Environment alpha-fork', level: 1 }).waitFor();
+    await page.getByRole('button', { name: 'Destroy environment' }).click();
+    await page
+      .getByRole('group', { name: 'Confirm destroy' })
+      .getByRole('button', { name: 'Cancel' })
+      .waitFor();
+    await page.getByRole('button', { name: 'Destroy alpha-fork' }).click();
+    await page.getByRole('row', { name: /^verdict\s+ok/ }).waitFor();
+    await page.getByRole('definition').getByText('destroy', { exact: true }).waitFor();
+    await page.getByRole('definition').getByRole('link').first().click();
+    await page.getByRole('definition').getByText('destroyed', { exact: true }).waitFor();
   });
 
   test('hosts page lists the joined sidecar', T, async () => {

@@ -62,6 +62,15 @@ async function loadEnv(id: string): Promise<EnvData> {
   return { env, connected, versions, deployments, siblings, ancestors };
 }
 
+/** "2", or for a fork still on its source's snapshot "1 of alpha". */
+function currentVersion({ env, versions, ancestors }: EnvData): string {
+  const own = versions.find((v) => v.ID === env.CurrentVersionID);
+  if (own) return String(own.Number);
+  const from = ancestors[0];
+  if (from?.version?.ID === env.CurrentVersionID) return `${from.version.Number} of ${from.env.Name}`;
+  return env.CurrentVersionID || '—';
+}
+
 const envLink = (e: Environment) => `/env/?id=${encodeURIComponent(e.ID)}`;
 
 function Lineage({ data }: { data: EnvData }) {
@@ -86,6 +95,7 @@ export function EnvPage() {
   useLive(id ? `env:${id}` : undefined, { onEvent: got.reload, onOpen: got.reload });
   const [, navigate] = useLocation();
   const [forkName, setForkName] = useState('');
+  const [confirming, setConfirming] = useState(false);
   const [error, attempt] = useAction();
   const act = (start: () => Promise<Started | { deployment: Deployment }>) =>
     attempt(async () => {
@@ -119,9 +129,7 @@ export function EnvPage() {
           {env.HostID || '—'} ({data.connected ? 'connected' : 'not connected'})
         </dd>
         <dt>Current version</dt>
-        <dd>
-          {data.versions.find((v) => v.ID === env.CurrentVersionID)?.Number ?? (env.CurrentVersionID || '—')}
-        </dd>
+        <dd>{currentVersion(data)}</dd>
         <dt>Project</dt>
         <dd>
           <Link href={`/project/?name=${encodeURIComponent(env.ProjectID)}`}>{env.ProjectID}</Link>
@@ -201,9 +209,22 @@ export function EnvPage() {
           </label>
           <button type="submit">Fork</button>
         </form>
-        <button type="button" class="danger" onClick={() => act(() => api.destroy(env.ID))}>
-          Destroy environment
-        </button>
+        {confirming ? (
+          <fieldset>
+            <legend>Confirm destroy</legend>
+            Destroy {env.Name} and its data on the host?{' '}
+            <button type="button" class="danger" onClick={() => act(() => api.destroy(env.ID))}>
+              Destroy {env.Name}
+            </button>
+            <button type="button" onClick={() => setConfirming(false)}>
+              Cancel
+            </button>
+          </fieldset>
+        ) : (
+          <button type="button" class="danger" onClick={() => setConfirming(true)}>
+            Destroy environment
+          </button>
+        )}
       </section>
       <section aria-labelledby="deployments">
         <h2 id="deployments">Deployments</h2>

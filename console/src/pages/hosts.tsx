@@ -62,24 +62,27 @@ export function HostsPage() {
       </section>
       {data && (
         <>
-          <Table caption="Hosts" columns={['Name', 'Kind', 'Status', 'Capabilities', 'Last seen']}>
-            {data.hosts.map((h) => (
-              <tr key={h.ID}>
-                <th scope="row">
-                  {h.Name || h.ID} <small>{h.ID}</small>
-                </th>
-                <td>{h.Kind}</td>
-                <td>
-                  <Status value={h.Status} />
-                </td>
-                <td>{caps(h.Capabilities)}</td>
-                <td>
-                  <When at={h.LastSeenAt} />
-                </td>
-              </tr>
-            ))}
-          </Table>
-          {data.hosts.length === 0 && <p>No hosts yet: add a machine above.</p>}
+          {data.hosts.length === 0 ? (
+            <p>No hosts yet: add a machine above.</p>
+          ) : (
+            <Table caption="Hosts" columns={['Name', 'Kind', 'Status', 'Capabilities', 'Last seen']}>
+              {data.hosts.map((h) => (
+                <tr key={h.ID}>
+                  <th scope="row">
+                    {h.Name || h.ID} <small>{h.ID}</small>
+                  </th>
+                  <td>{h.Kind}</td>
+                  <td>
+                    <Status value={h.Status} />
+                  </td>
+                  <td>{caps(h.Capabilities)}</td>
+                  <td>
+                    <When at={h.LastSeenAt} />
+                  </td>
+                </tr>
+              ))}
+            </Table>
+          )}
           <Table caption="Targets for placement" columns={['Name', 'Kind', 'Provider', 'Connected']}>
             {data.targets.map((t) => (
               <tr key={t.ID}>
