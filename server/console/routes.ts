@@ -2,8 +2,8 @@
 // single-page app (every page path gets index.html; the router in the browser picks the page),
 // /app/assets/<hashed name> its script and stylesheet, /app/config.json which sign-in methods
 // this server offers. GET /device (the verification URL of earlier releases) redirects to the
-// console's device page when no SVC_CONSOLE_URL names another console. A content security policy keeps the page to its own origin: it cannot
-// load or read anything from another one.
+// console's device page when no SVC_CONSOLE_URL names another console. A content security policy
+// keeps the page to its own origin: it cannot load or read anything from another one.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { FastifyBaseLogger } from 'fastify';

@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
 import { after, before, describe, test } from 'node:test';
+import type { Page } from 'playwright-core';
 import { defaultHandlers, FakeSidecar } from '../support/fake-sidecar.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 import { tier } from '../support/tiers.ts';
@@ -18,6 +19,17 @@ services:
     volumes: [data:/data]
 volumes: { data: {} }
 `;
+
+/** Waits on a deployment page until the deployment has finished; it must have succeeded. */
+async function finishedOk(page: Page): Promise<void> {
+  const status = page.getByRole('definition').getByText(/^(succeeded|failed|rolled_back)$/);
+  await status.waitFor();
+  const error = await page
+    .getByRole('definition')
+    .filter({ has: page.locator('.error') })
+    .allInnerTexts();
+  assert.equal(await status.innerText(), 'succeeded', error.join(' '));
+}
 
 describe('console: live deployment, environment lineage, same origin only', { skip: tier('browser') }, () => {
   let s: TestServer;
@@ -109,7 +121,7 @@ describe('console: live deployment, environment lineage, same origin only', { sk
     await page.getByRole('button', { name: 'Fork', exact: true }).click();
     await page.getByRole('heading', { name: /^Deployment / }).waitFor();
     await page.getByRole('row', { name: /^clone\s+ok/ }).waitFor();
-    await page.getByRole('row', { name: /^verdict\s+ok/ }).waitFor();
+    await finishedOk(page);
     const forkId = (await page.getByRole('definition').getByRole('link').first().textContent()) as string;
     await page.getByRole('link', { name: forkId }).click();
     await page.getByRole('heading', { name: 'Environment alpha-fork', level: 1 }).waitFor();
@@ -133,10 +145,28 @@ describe('console: live deployment, environment lineage, same origin only', { sk
       .getByRole('button', { name: 'Cancel' })
       .waitFor();
     await page.getByRole('button', { name: 'Destroy alpha-fork' }).click();
-    await page.getByRole('row', { name: /^verdict\s+ok/ }).waitFor();
+    await finishedOk(page);
     await page.getByRole('definition').getByText('destroy', { exact: true }).waitFor();
     await page.getByRole('definition').getByRole('link').first().click();
     await page.getByRole('definition').getByText('destroyed', { exact: true }).waitFor();
+  });
+
+  test('snapshot and roll back from the environment page', T, async () => {
+    const { page } = b;
+    await page.getByRole('link', { name: 'Projects' }).click();
+    await page.getByRole('link', { name: 'live' }).click();
+    await page.getByRole('link', { name: 'alpha', exact: true }).click();
+    await page.getByRole('heading', { name: 'Environment alpha', level: 1 }).waitFor();
+    await page.getByRole('button', { name: 'Snapshot' }).click();
+    await finishedOk(page);
+    await page.getByRole('definition').getByRole('link').first().click();
+    await page.getByRole('rowheader', { name: '2 (current)' }).waitFor();
+    await page.getByRole('button', { name: 'Roll back to version 1' }).click();
+    await finishedOk(page);
+    await page.getByRole('definition').getByText('rollback', { exact: true }).waitFor();
+    await page.getByRole('definition').getByRole('link').first().click();
+    await page.getByRole('rowheader', { name: '1 (current)' }).waitFor();
+    await page.getByRole('button', { name: 'Roll back to version 2' }).waitFor();
   });
 
   test('hosts page lists the joined sidecar', T, async () => {
