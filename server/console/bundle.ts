@@ -3,7 +3,7 @@
 // package's `prepare`) and again by the server at start-up when the sources are newer than the
 // build, so `npm ci` then `npx svc-server --dev` or `npm test` always serve the current console.
 // The build output is never committed (.gitignore).
-import { mkdirSync, readdirSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 
 export const CONSOLE_ROOT = resolve(import.meta.dirname, '../../console');
@@ -55,6 +55,16 @@ export function indexHtml(script: string, style: string): string {
 `;
 }
 
+/** Earlier builds' files, once no reader can still be loading them (10 minutes on). */
+function removeOldAssets(keep: Set<string>): void {
+  const dir = join(CONSOLE_DIST, 'assets');
+  const before = Date.now() - 10 * 60_000;
+  for (const name of readdirSync(dir)) {
+    const path = join(dir, name);
+    if (!keep.has(name) && statSync(path).mtimeMs < before) rmSync(path, { force: true });
+  }
+}
+
 /** Bundles the console into console/dist; returns the file names written under assets/. */
 export async function buildConsole(): Promise<string[]> {
   const esbuild = await import('esbuild');
@@ -89,6 +99,7 @@ export async function buildConsole(): Promise<string[]> {
   const tmp = join(CONSOLE_DIST, `.index-${process.pid}.html`);
   writeFileSync(tmp, indexHtml(script, style));
   renameSync(tmp, join(CONSOLE_DIST, 'index.html'));
+  removeOldAssets(new Set(names));
   return names;
 }
 
