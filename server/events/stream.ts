@@ -152,6 +152,8 @@ export function eventStreamRoutes(app: App, ctx: AppContext): void {
   app.get(
     '/v1/events/stream',
     {
+      // A HEAD would open a stream nobody reads.
+      exposeHeadRoute: false,
       schema: {
         tags: ['events'],
         summary: "The team's events as Server-Sent Events, live (Last-Event-ID resumes)",
