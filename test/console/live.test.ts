@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
 import { after, before, describe, test } from 'node:test';
 import type { Page } from 'playwright-core';
+import { appendEvent } from '../../server/events/store.ts';
 import { defaultHandlers, FakeSidecar } from '../support/fake-sidecar.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 import { tier } from '../support/tiers.ts';
@@ -173,6 +174,42 @@ describe('console: live deployment, environment lineage, same origin only', { sk
     const { page } = b;
     await page.getByRole('link', { name: 'Hosts and targets' }).click();
     await page.getByRole('rowheader', { name: new RegExp(sc.hostId) }).waitFor();
+  });
+
+  test("in the browser the event stream carries this team's events, never another's", T, async () => {
+    const { page } = b;
+    const stranger = await s.req('POST', '/auth/dev-login', {
+      token: false,
+      body: { email: 'stranger@example.com' },
+    });
+    const theirTeam = (await s.req('GET', '/v1/me', { token: stranger.body.token })).body.team.ID;
+    const ours = (await s.req('GET', '/v1/me', { token: session })).body.team.ID;
+    // The page reads the team-wide stream with its own session until it sees our marker event.
+    const reading = page.evaluate(async () => {
+      const token = localStorage.getItem('svc.session');
+      const r = await fetch('/v1/events/stream', { headers: { authorization: `Bearer ${token}` } });
+      const reader = (r.body as ReadableStream<Uint8Array>).pipeThrough(new TextDecoderStream()).getReader();
+      let text = '';
+      while (!text.includes('test.ours')) text += (await reader.read()).value ?? '';
+      await reader.cancel();
+      return text;
+    });
+    const db = s.server.ctx.db;
+    // Whenever the page's stream opens, a round of "theirs, then ours" follows it: ours arriving
+    // means theirs was written before it and had every chance to leak.
+    let read = false;
+    void reading.finally(() => {
+      read = true;
+    });
+    while (!read) {
+      await appendEvent(db, theirTeam, 'env:env_theirs', 'test.theirs', { secret: 1 });
+      await appendEvent(db, ours, 'env:env_ours', 'test.ours', {});
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const text = await reading;
+    assert.match(text, /test\.ours/);
+    assert.ok(!text.includes('test.theirs'), text);
+    assert.ok(!text.includes(theirTeam), text);
   });
 
   test(
