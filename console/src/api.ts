@@ -10,6 +10,7 @@ import type { Target } from '../../server/hosts/targets.ts';
 import type { ApiKey, Team, TeamWithRole } from '../../server/identity/store.ts';
 import type { User } from '../../server/identity/users.ts';
 import type { Project } from '../../server/projects/store.ts';
+import type { Template } from '../../server/projects/templates.ts';
 import { session } from './session.ts';
 
 export type {
@@ -24,6 +25,7 @@ export type {
   Target,
   Team,
   TeamWithRole,
+  Template,
   User,
   Version,
 };
@@ -102,6 +104,7 @@ export const api = {
       ...(name ? { name } : {}),
     }),
 
+  templates: () => call<{ kinds: string[]; templates: Template[] }>('GET', '/v1/templates'),
   projects: () => call<{ projects: Project[] }>('GET', '/v1/projects'),
   createProject: (name: string, kind: string) =>
     call<{ project: Project; environments: Environment[] }>('POST', '/v1/projects', { name, kind }),

@@ -152,22 +152,32 @@ describe('console: live deployment, environment lineage, same origin only', { sk
     await page.getByRole('definition').getByText('destroyed', { exact: true }).waitFor();
   });
 
-  test('snapshot and roll back from the environment page', T, async () => {
+  test('deploy from the project page (a template fills the form), snapshot and roll back', T, async () => {
     const { page } = b;
     await page.getByRole('link', { name: 'Projects' }).click();
     await page.getByRole('link', { name: 'live' }).click();
-    await page.getByRole('link', { name: 'alpha', exact: true }).click();
+    await page.getByRole('heading', { name: 'Project live', level: 1 }).waitFor();
+    const compose = page.getByLabel('Compose file');
+    assert.equal(await compose.inputValue(), '');
+    await page.getByLabel('Start from a template (optional)').selectOption({ index: 1 });
+    assert.match(await compose.inputValue(), /services:/);
+    await compose.fill(COMPOSE);
+    await page.getByRole('button', { name: 'Deploy', exact: true }).click();
+    await finishedOk(page);
+    await page.getByRole('definition').getByRole('link').first().click();
     await page.getByRole('heading', { name: 'Environment alpha', level: 1 }).waitFor();
+    await page.getByRole('rowheader', { name: '2 (current)' }).waitFor();
+
     await page.getByRole('button', { name: 'Snapshot' }).click();
     await finishedOk(page);
     await page.getByRole('definition').getByRole('link').first().click();
-    await page.getByRole('rowheader', { name: '2 (current)' }).waitFor();
+    await page.getByRole('rowheader', { name: '3 (current)' }).waitFor();
     await page.getByRole('button', { name: 'Roll back to version 1' }).click();
     await finishedOk(page);
     await page.getByRole('definition').getByText('rollback', { exact: true }).waitFor();
     await page.getByRole('definition').getByRole('link').first().click();
     await page.getByRole('rowheader', { name: '1 (current)' }).waitFor();
-    await page.getByRole('button', { name: 'Roll back to version 2' }).waitFor();
+    await page.getByRole('button', { name: 'Roll back to version 3' }).waitFor();
   });
 
   test('hosts page lists the joined sidecar', T, async () => {

@@ -7,6 +7,7 @@ import { ErrorNote, Loading, Page, Status, Table, useAction, useLoad, When } fro
 export function ProjectPage() {
   const name = new URLSearchParams(useSearch()).get('name') ?? '';
   const envs = useLoad(() => api.projectEnvs(name), [name]);
+  const templates = useLoad(() => api.templates(), []);
   const [, navigate] = useLocation();
   const [env, setEnv] = useState('alpha');
   const [compose, setCompose] = useState('');
@@ -48,6 +49,25 @@ export function ProjectPage() {
           Environment
           <input required maxLength={63} value={env} onInput={(e) => setEnv(e.currentTarget.value)} />
         </label>
+        {templates.data && templates.data.templates.length > 0 && (
+          <label>
+            Start from a template (optional)
+            <select
+              value=""
+              onChange={(e) => {
+                const t = templates.data?.templates.find((x) => x.name === e.currentTarget.value);
+                if (t) setCompose(t.compose);
+              }}
+            >
+              <option value="">choose a template…</option>
+              {templates.data.templates.map((t) => (
+                <option key={t.name} value={t.name}>
+                  {t.name}: {t.description}
+                </option>
+              ))}
+            </select>
+          </label>
+        )}
         <label>
           Compose file
           <textarea
