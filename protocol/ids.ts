@@ -52,6 +52,11 @@ export function newId(prefix: string): string {
   return `${prefix}${timePart(now)}${seq}${tail}`;
 }
 
+/** The smallest id `newId(prefix)` can give at time `ms`: a bound for "created since ms" ranges. */
+export function idFloor(prefix: string, ms: number): string {
+  return `${prefix}${timePart(Math.max(0, ms))}`;
+}
+
 /** A bearer secret: prefix + 43 chars of base64url (256 random bits). */
 export function newSecret(prefix: string): string {
   return `${prefix}${randomBytes(32).toString('base64url')}`;

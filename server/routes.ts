@@ -3,11 +3,13 @@
 
 import { cloudRoutes } from './clouds/routes.ts';
 import { codehostRoutes } from './codehost/routes.ts';
+import { consoleRoutes } from './console/routes.ts';
 import type { AppContext } from './context.ts';
 import { deploymentReadRoutes } from './deployments/read-routes.ts';
 import { envReadRoutes } from './envs/read-routes.ts';
 import { envRoutes } from './envs/routes.ts';
 import { eventRoutes } from './events/routes.ts';
+import { eventStreamRoutes } from './events/stream.ts';
 import { hostRoutes } from './hosts/routes.ts';
 import type { App } from './http/app.ts';
 import { deviceRoutes } from './identity/device-routes.ts';
@@ -35,7 +37,9 @@ const modules: RouteModule[] = [
   hostRoutes,
   providerRoutes,
   eventRoutes,
+  eventStreamRoutes,
   codehostRoutes,
+  consoleRoutes,
 ];
 
 export async function registerRoutes(app: App, ctx: AppContext): Promise<void> {

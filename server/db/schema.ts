@@ -110,4 +110,14 @@ const v5: Migration = {
   ],
 };
 
-export const MIGRATIONS: readonly Migration[] = [v1, v2, v4, v5];
+// The live event stream (server/events/stream.ts) without a subject reads a team's events after an
+// id: (team_id, subject, id) cannot serve that range, so without this index every read would scan
+// and sort all of the team's events.
+const v10: Migration = {
+  version: 10,
+  name: 'events by team in id order',
+  up: () => ['CREATE INDEX events_team ON events (team_id, id)'],
+};
+
+
+export const MIGRATIONS: readonly Migration[] = [v1, v2, v4, v5, v10];

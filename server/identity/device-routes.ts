@@ -1,19 +1,17 @@
-// The device flow: POST /v1/device/code, /v1/device/approve, /v1/device/token, and the
-// verification page GET /device when no console is configured.
+// The device flow: POST /v1/device/code, /v1/device/approve, /v1/device/token. The user approves
+// on the console's device page, <console>/app/device/ (the control plane's own /app/ when
+// SVC_CONSOLE_URL is unset; server/console).
 import { Type } from '@sinclair/typebox';
 import type { AppContext } from '../context.ts';
 import type { App } from '../http/app.ts';
 import { Body, emptyBodyIsObject, SECURED } from '../http/schema.ts';
 import { DeviceFlow } from './device.ts';
-import { DEVICE_PAGE, DEVICE_PAGE_PATH } from './device-page.ts';
 
 const tags = ['device flow'];
 
 export function deviceRoutes(app: App, ctx: AppContext): void {
   const { config } = ctx;
-  const flow = new DeviceFlow(ctx.db, () =>
-    config.consoleUrl ? `${config.consoleUrl}/app/device/` : `${config.publicUrl}${DEVICE_PAGE_PATH}`,
-  );
+  const flow = new DeviceFlow(ctx.db, () => `${config.consoleUrl || config.publicUrl}/app/device/`);
 
   app.post(
     '/v1/device/code',
@@ -59,10 +57,4 @@ export function deviceRoutes(app: App, ctx: AppContext): void {
     },
     async (req) => flow.token(req.body.device_code),
   );
-
-  if (!config.consoleUrl) {
-    app.get(DEVICE_PAGE_PATH, { config: { auth: 'none' }, schema: { hide: true } }, async (_req, reply) =>
-      reply.type('text/html; charset=utf-8').send(DEVICE_PAGE),
-    );
-  }
 }

@@ -96,7 +96,7 @@ export class DeviceFlow {
       if (!inserted) continue;
       const uri = this.#verificationUri();
       const complete = new URL(uri);
-      complete.searchParams.set('code', userCode);
+      complete.searchParams.set('user_code', userCode);
       return {
         device_code: deviceCode,
         user_code: userCode,

@@ -23,20 +23,24 @@ forEachDialect('device flow', (dialect) => {
   const poll = (device_code: string) =>
     s.req('POST', '/v1/device/token', { token: false, body: { device_code } });
 
-  test('POST /v1/device/code: codes, the self-served verification page, 900 s, 5 s', async () => {
+  test("POST /v1/device/code: codes, the console's device page, 900 s, 5 s", async () => {
     const c = await start();
     assert.match(c.device_code, /^ddc_[A-Za-z0-9_-]{43}$/);
     assert.match(c.user_code, USER_CODE);
-    assert.equal(c.verification_uri, `${s.url}/device`);
-    assert.equal(c.verification_uri_complete, `${s.url}/device?code=${c.user_code}`);
+    assert.equal(c.verification_uri, `${s.url}/app/device/`);
+    assert.equal(c.verification_uri_complete, `${s.url}/app/device/?user_code=${c.user_code}`);
     assert.equal(c.expires_in, 900);
     assert.equal(c.interval, 5);
     const page = await fetch(c.verification_uri_complete);
     assert.equal(page.status, 200);
     assert.match(page.headers.get('content-type') ?? '', /text\/html/);
     const html = await page.text();
-    assert.match(html, /\/v1\/device\/approve/);
+    assert.match(html, /<script type="module" src="\/app\/assets\/app-[A-Z0-9]+\.js">/);
     assert.ok(!html.includes(c.user_code), 'the page never echoes the query into HTML');
+    // The earlier releases' /device link lands on the console's page with the code.
+    const old = await fetch(`${s.url}/device?code=${c.user_code}`, { redirect: 'manual' });
+    assert.equal(old.status, 302);
+    assert.equal(old.headers.get('location'), `/app/device/?user_code=${c.user_code}`);
     const other = await start();
     assert.notEqual(other.device_code, c.device_code);
     assert.equal((await s.req('POST', '/v1/device/code', { token: false, body: {} })).status, 200);
@@ -200,10 +204,13 @@ forEachDialect('device flow with a console', (dialect) => {
   });
   after(() => s.close());
 
-  test('the verification URI is the console device page; the server serves none', async () => {
+  test('the verification URI is the configured console device page; no /device redirect', async () => {
     const c = (await s.req('POST', '/v1/device/code', { token: false })).body;
     assert.equal(c.verification_uri, 'https://console.example.com/app/device/');
-    assert.equal(c.verification_uri_complete, `https://console.example.com/app/device/?code=${c.user_code}`);
+    assert.equal(
+      c.verification_uri_complete,
+      `https://console.example.com/app/device/?user_code=${c.user_code}`,
+    );
     assertError(await s.req('GET', '/device', { token: false }), 404);
   });
 });

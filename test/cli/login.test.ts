@@ -43,8 +43,8 @@ describe('svc login', () => {
 
   function checkSaved(run: Run, path: string, teamName: string) {
     assertExit(run, 0);
-    assert.match(run.stdout, /^To sign in, open .*\/device and enter the code /m);
-    assert.match(run.stdout, /\/device\?code=[A-Z]{4}-[A-Z]{4}/);
+    assert.match(run.stdout, /^To sign in, open .*\/app\/device\/ and enter the code /m);
+    assert.match(run.stdout, /\/app\/device\/\?user_code=[A-Z]{4}-[A-Z]{4}/);
     assert.equal(
       run.stdout.trimEnd().split('\n').at(-1),
       `Signed in to team ${teamName}. Key saved to ${path}.`,

@@ -1,0 +1,2 @@
+// The stylesheet is bundled by esbuild (server/console/bundle.ts); importing it yields nothing.
+declare module '*.css';
