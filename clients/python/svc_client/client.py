@@ -273,6 +273,34 @@ class Client:
     def events(self, subject):
         return self._call("GET", "/v1/events", query={"subject": subject})["events"]
 
+    @route("GET", "/v1/events/stream")
+    def stream_events(self, subject=None, last_event_id=None, timeout=None):
+        """Yields the team's events as they happen (Server-Sent Events), resuming after last_event_id."""
+        import json as _json
+        import urllib.request as _rq
+
+        headers = {"Accept": "text/event-stream", "Authorization": "Bearer " + (self.http.token or "")}
+        if self.http.team:
+            headers["X-Svc-Team"] = self.http.team
+        if last_event_id:
+            headers["Last-Event-ID"] = last_event_id
+        req = _rq.Request(self.http.url("/v1/events/stream", {"subject": subject}), headers=headers)
+        try:
+            res = _rq.urlopen(req, timeout=timeout or self.http.timeout)
+        except Exception as err:  # an HTTPError carries the server's {error}
+            if hasattr(err, "code"):
+                raise SvcError(err.code, err.read().decode("utf-8", "replace"), "GET", "/v1/events/stream") from None
+            raise
+        with res:
+            data = []
+            for raw in res:
+                line = raw.decode("utf-8").rstrip("\r\n")
+                if line.startswith("data:"):
+                    data.append(line[5:].lstrip())
+                elif line == "" and data:
+                    yield _json.loads("\n".join(data))
+                    data = []
+
     def episode(self, from_version=None, image=None, service=None, **sandbox_fields):
         """A sandbox for one episode: `with client.episode(from_version=...) as ep: ...`."""
         from .episode import Episode

@@ -111,8 +111,12 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(fork["deployment"]["Status"], "succeeded")
         self.assertGreaterEqual(len(self.c.env_versions(env)), 2)
         self.assertGreaterEqual(len(self.c.env_deployments(env)), 3)
-        kinds = [e["Kind"] for e in self.c.events("env:" + env)]
-        self.assertIn("deployment.finished", kinds)
+        evs = self.c.events("env:" + env)
+        self.assertIn("deployment.finished", [e["Kind"] for e in evs])
+        # The live stream resumes after a given event: the next one comes at once.
+        streamed = self.c.stream_events(subject="env:" + env, last_event_id=evs[-1]["ID"], timeout=30)
+        self.assertEqual(next(streamed)["ID"], evs[-2]["ID"])
+        streamed.close()
         gone = self.c.wait(self.c.destroy(fork["deployment"]["EnvID"])["deployment"]["ID"])
         self.assertEqual(gone["deployment"]["Status"], "succeeded")
 

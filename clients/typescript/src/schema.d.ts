@@ -1182,6 +1182,29 @@ export interface paths {
       };
     };
   };
+  "/v1/events/stream": {
+    /**
+     * The team's events as Server-Sent Events, live (Last-Event-ID resumes)
+     * @description text/event-stream. Each event: `id: <event ID>` and `data: <event record JSON>`. Comment lines are heartbeats. Without `subject`, every subject of the team.
+     */
+    get: {
+      parameters: {
+        query?: {
+          /** @description env:<id>, dep:<id>, host:<id> or cmd:<id> */
+          subject?: string;
+        };
+        header?: {
+          "last-event-id"?: string;
+        };
+      };
+      responses: {
+        /** @description Default Response */
+        200: {
+          content: never;
+        };
+      };
+    };
+  };
   "/v1/hosts": {
     /** The team's hosts and whether each is connected */
     get: {
