@@ -228,6 +228,8 @@ describe('console: sign-in, device approval, team, keys, clouds, hosts', { skip:
     assert.match(command, /djt_/);
     assert.ok(command.includes(s.url), command);
     await page.getByRole('button', { name: 'Copy join command' }).waitFor();
+    const cli = await page.getByRole('textbox', { name: 'Install command' }).inputValue();
+    assert.ok(cli.startsWith(`curl -fsSL ${s.url}/svc-linux-`), cli);
     await b.shot('hosts');
   });
 });

@@ -11,6 +11,10 @@ function caps(c: Record<string, unknown>): string {
   return parts.filter(Boolean).join(', ') || '—';
 }
 
+/** Downloads the CLI's single executable for this machine's architecture from this control plane. */
+export const cliInstallLine = (origin: string): string =>
+  `curl -fsSL ${origin}/svc-linux-$(uname -m | sed 's/x86_64/amd64/;s/aarch64/arm64/') -o svc && chmod +x svc && sudo mv svc /usr/local/bin/`;
+
 export function HostsPage() {
   const got = useLoad(async () => {
     const [h, t, c] = await Promise.all([api.hosts(), api.targets(), api.clouds()]);
@@ -59,6 +63,11 @@ export function HostsPage() {
             <p>The token works for {Math.round(join.expires_in_sec / 60)} minutes.</p>
           </>
         )}
+      </section>
+      <section aria-labelledby="cli">
+        <h2 id="cli">Get the svc CLI</h2>
+        <p>A single executable for Linux (amd64 or arm64), no Node needed; then run svc login.</p>
+        <CopyField label="Install command" value={cliInstallLine(location.origin)} multiline />
       </section>
       {data && (
         <>
