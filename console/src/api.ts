@@ -1,44 +1,33 @@
-// The console's API client: same-origin fetches with the session and team headers. Records are
-// typed with the server's own definitions (type-only imports, erased from the bundle), so a field
-// renamed on the server breaks the console's type check, not a user's page.
-import type { Cloud } from '../../server/clouds/store.ts';
-import type { Deployment, Phase } from '../../server/deployments/store.ts';
-import type { Environment, Version } from '../../server/envs/store.ts';
-import type { Event } from '../../server/events/store.ts';
-import type { Host } from '../../server/hosts/store.ts';
-import type { Target } from '../../server/hosts/targets.ts';
-import type { ApiKey, Team, TeamWithRole } from '../../server/identity/store.ts';
-import type { User } from '../../server/identity/users.ts';
-import type { Project } from '../../server/projects/store.ts';
-import type { Template } from '../../server/projects/templates.ts';
+// The console's API client: the generated TypeScript client (clients/typescript: openapi-fetch over
+// the types openapi-typescript makes of /openapi.json), on the same origin, with the session and team
+// headers. Paths, parameters, bodies and answers are typed by the server's own declarations, so a
+// route or field changed on the server breaks the console's type check, not a user's page.
+import { createSvcClient, ok, type paths, SvcError } from '../../clients/typescript/src/index.ts';
 import { session } from './session.ts';
 
-export type {
-  ApiKey,
-  Cloud,
-  Deployment,
-  Environment,
-  Event,
-  Host,
-  Phase,
-  Project,
-  Target,
-  Team,
-  TeamWithRole,
-  Template,
-  User,
-  Version,
-};
+type Json<P extends keyof paths, M extends keyof paths[P], S extends number> = paths[P][M] extends {
+  responses: { [K in S]: { content: { 'application/json': infer T } } };
+}
+  ? T
+  : never;
 
-export interface Me {
-  team: Team;
-  teams: TeamWithRole[];
-  user?: User;
-}
-export interface Started {
-  deployment: Deployment;
-  phases: Phase[];
-}
+export type Me = Json<'/v1/me', 'get', 200>;
+export type Team = Me['team'];
+export type TeamWithRole = Me['teams'][number];
+export type User = NonNullable<Me['user']>;
+export type ApiKey = Json<'/v1/keys', 'get', 200>['keys'][number];
+export type Project = Json<'/v1/projects', 'get', 200>['projects'][number];
+export type Environment = Json<'/v1/envs/{env}', 'get', 200>['environment'];
+export type Version = Json<'/v1/envs/{env}/versions', 'get', 200>['versions'][number];
+export type Started = Json<'/v1/deployments/{dep}', 'get', 200>;
+export type Deployment = Started['deployment'];
+export type Phase = Started['phases'][number];
+export type Event = Json<'/v1/events', 'get', 200>['events'][number];
+export type Host = Json<'/v1/hosts', 'get', 200>['hosts'][number];
+export type Target = Json<'/v1/targets', 'get', 200>['targets'][number];
+export type Cloud = Json<'/v1/clouds', 'get', 200>['clouds'][number];
+export type Template = Json<'/v1/templates', 'get', 200>['templates'][number];
+
 export interface ConsoleConfig {
   dev_login: boolean;
   codehost_sign_in: boolean;
@@ -62,86 +51,99 @@ export function authHeaders(): Record<string, string> {
   return h;
 }
 
-async function call<T>(method: string, path: string, body?: unknown): Promise<T> {
-  const headers = authHeaders();
-  if (body !== undefined) headers['content-type'] = 'application/json';
-  const r = await fetch(path, {
-    method,
-    headers,
-    body: body === undefined ? undefined : JSON.stringify(body),
-    credentials: 'omit',
-    cache: 'no-store',
-  });
-  const text = await r.text();
-  let parsed: unknown = null;
+/** Same-origin requests with the current session and team on every call. */
+const client = createSvcClient({
+  server: '',
+  fetch: (input: RequestInfo | URL, init?: RequestInit) => {
+    const req = new Request(input, init);
+    for (const [k, v] of Object.entries(authHeaders())) req.headers.set(k, v);
+    return fetch(req, { credentials: 'omit', cache: 'no-store' });
+  },
+});
+
+/** The answer's data; a failure is an ApiError, and an expired session or lost team is forgotten. */
+async function run<T>(
+  path: string,
+  call: Promise<{ data?: T; error?: unknown; response: Response }>,
+): Promise<T> {
   try {
-    parsed = text ? JSON.parse(text) : null;
-  } catch {
-    parsed = { error: text.slice(0, 200) };
-  }
-  if (!r.ok) {
-    const message = (parsed as { error?: string } | null)?.error ?? `${r.status} ${r.statusText}`;
+    return await ok(call);
+  } catch (err) {
+    if (!(err instanceof SvcError)) throw err;
     // An expired or revoked session signs the console out; a lost team falls back to the first.
-    if (r.status === 401 && session.token()) session.signOut();
-    if (r.status === 403 && session.team() && path === '/v1/me') session.setTeam('');
-    throw new ApiError(r.status, message);
+    if (err.status === 401 && session.token()) session.signOut();
+    if (err.status === 403 && session.team() && path === '/v1/me') session.setTeam('');
+    throw new ApiError(err.status, err.message);
   }
-  return parsed as T;
 }
 
-const seg = encodeURIComponent;
+type Body<P extends keyof paths> = paths[P] extends {
+  post: { requestBody?: { content: { 'application/json': infer B } } };
+}
+  ? B
+  : never;
+type CloudProvider = Body<'/v1/clouds'>['provider'];
+type ProjectKind = NonNullable<Body<'/v1/projects'>['kind']>;
+
+const env = (id: string) => ({ params: { path: { env: id } } });
+const project = (name: string) => ({ params: { path: { project: name } } });
 
 export const api = {
-  config: () => call<ConsoleConfig>('GET', '/app/config.json'),
+  /** The console's own settings (not an API route). */
+  config: async (): Promise<ConsoleConfig> => {
+    const r = await fetch('/app/config.json', { credentials: 'omit', cache: 'no-store' });
+    if (!r.ok) throw new ApiError(r.status, `${r.status} ${r.statusText}`);
+    return (await r.json()) as ConsoleConfig;
+  },
   devLogin: (email: string, name?: string) =>
-    call<{ token: string }>('POST', '/auth/dev-login', { email, ...(name ? { name } : {}) }),
-  me: () => call<Me>('GET', '/v1/me'),
-  createTeam: (name: string) => call<{ team: Team }>('POST', '/v1/teams', { name }),
+    run('/auth/dev-login', client.POST('/auth/dev-login', { body: { email, ...(name ? { name } : {}) } })),
+  me: () => run('/v1/me', client.GET('/v1/me')),
+  createTeam: (name: string) => run('/v1/teams', client.POST('/v1/teams', { body: { name } })),
   approveDevice: (user_code: string, team_id: string, name?: string) =>
-    call<{ approved: true; key_id: string; team_id: string }>('POST', '/v1/device/approve', {
-      user_code,
-      team_id,
-      ...(name ? { name } : {}),
-    }),
-
-  templates: () => call<{ kinds: string[]; templates: Template[] }>('GET', '/v1/templates'),
-  projects: () => call<{ projects: Project[] }>('GET', '/v1/projects'),
-  createProject: (name: string, kind: string) =>
-    call<{ project: Project; environments: Environment[] }>('POST', '/v1/projects', { name, kind }),
-  projectEnvs: (project: string) =>
-    call<{ environments: Environment[] }>('GET', `/v1/projects/${seg(project)}/envs`),
-  deploy: (project: string, env: string, compose: string) =>
-    call<Started>('POST', `/v1/projects/${seg(project)}/deploy`, { env, compose }),
-
-  env: (id: string) => call<{ environment: Environment; connected: boolean }>('GET', `/v1/envs/${seg(id)}`),
-  versions: (id: string) => call<{ versions: Version[] }>('GET', `/v1/envs/${seg(id)}/versions`),
-  envDeployments: (id: string) =>
-    call<{ deployments: Deployment[] }>('GET', `/v1/envs/${seg(id)}/deployments`),
-  fork: (id: string, body: { name?: string; version?: string }) =>
-    call<Started>('POST', `/v1/envs/${seg(id)}/fork`, body),
-  snapshot: (id: string) => call<Started>('POST', `/v1/envs/${seg(id)}/snapshot`),
-  rollback: (id: string, version: string) =>
-    call<Started>('POST', `/v1/envs/${seg(id)}/rollback`, { version }),
-  destroy: (id: string) => call<{ deployment: Deployment }>('DELETE', `/v1/envs/${seg(id)}`),
-  deployment: (id: string) => call<Started>('GET', `/v1/deployments/${seg(id)}`),
-
-  events: (subject: string) =>
-    call<{ events: Event[] }>('GET', `/v1/events?subject=${encodeURIComponent(subject)}`),
-
-  hosts: () => call<{ hosts: Host[] }>('GET', '/v1/hosts'),
-  targets: () => call<{ targets: Target[] }>('GET', '/v1/targets'),
-  joinToken: (cloud_id?: string) =>
-    call<{ token: string; expires_in_sec: number; command: string }>(
-      'POST',
-      '/v1/join-tokens',
-      cloud_id ? { cloud_id } : {},
+    run(
+      '/v1/device/approve',
+      client.POST('/v1/device/approve', { body: { user_code, team_id, ...(name ? { name } : {}) } }),
     ),
-  clouds: () => call<{ clouds: Cloud[] }>('GET', '/v1/clouds'),
-  createCloud: (provider: string, name: string, config: Record<string, string>) =>
-    call<{ cloud: Cloud }>('POST', '/v1/clouds', { provider, ...(name ? { name } : {}), config }),
 
-  keys: () => call<{ keys: ApiKey[] }>('GET', '/v1/keys'),
-  createKey: (name: string) =>
-    call<{ key: ApiKey; api_key: string }>('POST', '/v1/keys', name ? { name } : {}),
-  revokeKey: (id: string) => call<{ revoked: true }>('DELETE', `/v1/keys/${seg(id)}`),
+  templates: () => run('/v1/templates', client.GET('/v1/templates')),
+  projects: () => run('/v1/projects', client.GET('/v1/projects')),
+  createProject: (name: string, kind: string) =>
+    run('/v1/projects', client.POST('/v1/projects', { body: { name, kind: kind as ProjectKind } })),
+  projectEnvs: (name: string) => run('envs', client.GET('/v1/projects/{project}/envs', project(name))),
+  deploy: (name: string, envName: string, compose: string) =>
+    run(
+      'deploy',
+      client.POST('/v1/projects/{project}/deploy', { ...project(name), body: { env: envName, compose } }),
+    ),
+
+  env: (id: string) => run('env', client.GET('/v1/envs/{env}', env(id))),
+  versions: (id: string) => run('versions', client.GET('/v1/envs/{env}/versions', env(id))),
+  envDeployments: (id: string) => run('deployments', client.GET('/v1/envs/{env}/deployments', env(id))),
+  fork: (id: string, body: { name?: string; version?: string }) =>
+    run('fork', client.POST('/v1/envs/{env}/fork', { ...env(id), body })),
+  snapshot: (id: string) => run('snapshot', client.POST('/v1/envs/{env}/snapshot', env(id))),
+  rollback: (id: string, version: string) =>
+    run('rollback', client.POST('/v1/envs/{env}/rollback', { ...env(id), body: { version } })),
+  destroy: (id: string) => run('destroy', client.DELETE('/v1/envs/{env}', env(id))),
+  deployment: (id: string) =>
+    run('deployment', client.GET('/v1/deployments/{dep}', { params: { path: { dep: id } } })),
+
+  events: (subject: string) => run('events', client.GET('/v1/events', { params: { query: { subject } } })),
+
+  hosts: () => run('hosts', client.GET('/v1/hosts')),
+  targets: () => run('targets', client.GET('/v1/targets')),
+  joinToken: (cloud_id?: string) =>
+    run('join', client.POST('/v1/join-tokens', { body: cloud_id ? { cloud_id } : {} })),
+  clouds: () => run('clouds', client.GET('/v1/clouds')),
+  createCloud: (provider: string, name: string, config: Record<string, string>) =>
+    run(
+      'clouds',
+      client.POST('/v1/clouds', {
+        body: { provider: provider as CloudProvider, ...(name ? { name } : {}), config },
+      }),
+    ),
+
+  keys: () => run('keys', client.GET('/v1/keys')),
+  createKey: (name: string) => run('keys', client.POST('/v1/keys', { body: name ? { name } : {} })),
+  revokeKey: (id: string) => run('keys', client.DELETE('/v1/keys/{id}', { params: { path: { id } } })),
 };

@@ -80,7 +80,7 @@ export function HostsPage() {
                   <th scope="row">
                     {h.Name || h.ID} <small>{h.ID}</small>
                   </th>
-                  <td>{h.Kind}</td>
+                  <td>{data.targets.find((t) => t.ID === h.ID)?.kind ?? 'sidecar'}</td>
                   <td>
                     <Status value={h.Status} />
                   </td>
