@@ -5,6 +5,7 @@
 import rateLimit from '@fastify/rate-limit';
 import type { FastifyRequest } from 'fastify';
 import { TooManyRequests } from '../errors.ts';
+import { BLOB_PATH } from '../hosts/blobs.ts';
 import type { App } from './app.ts';
 import type { HttpLimits } from './limits.ts';
 
@@ -42,6 +43,9 @@ export async function installRateLimits(app: App, limits: HttpLimits): Promise<v
   app.addHook('onRequest', async (req) => {
     const url = req.routeOptions.url;
     if (!url || req.method === 'OPTIONS' || UNLIMITED.has(url) || url.startsWith('/svcd')) return;
+    // Webhooks arrive from the code host's few shared addresses and are signed; blob transfers
+    // carry one-time tokens and come from a host's one address at a training loop's pace.
+    if (url === '/webhooks/codehost' || url.startsWith(BLOB_PATH)) return;
     if ((req.routeOptions.config.auth ?? 'key') === 'none') {
       if (anon) {
         const r = await anon(req);

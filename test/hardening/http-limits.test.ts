@@ -199,3 +199,28 @@ describe('L4: per-credential limit and the user-code lock', () => {
     assert.equal(ok.status, 200, JSON.stringify(ok.body));
   });
 });
+
+describe('H3: a blob upload needs its one-time token before its body is read', () => {
+  let s: TestServer;
+  before(async () => {
+    s = await startTestServer('sqlite');
+  });
+  after(() => s.close());
+
+  test('a 32 MiB upload to an unknown blob is answered at once, without waiting for the body', {
+    timeout: 20_000,
+  }, async () => {
+    const sock = await open(s.url);
+    const done = closedBy(sock);
+    let answered = '';
+    sock.on('data', (d) => {
+      answered += d.toString('latin1');
+      if (answered.includes('\r\n\r\n')) sock.destroy();
+    });
+    sock.write(
+      `PUT /v1/hosts/blobs/blob_nothing HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\nContent-Length: ${32 * 1024 * 1024}\r\n\r\n0123456789`,
+    );
+    await done;
+    assert.match(answered, /^HTTP\/1\.1 404/);
+  });
+});
