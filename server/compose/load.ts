@@ -31,6 +31,7 @@ export function loadCompose(text: unknown, env: Record<string, string>): Loaded 
   if (bytes > MAX_COMPOSE_BYTES) {
     fail(`the compose file is ${bytes} bytes; the limit is 1 MiB`);
   }
+  checkFlowDepth(text);
   const raw = parseYaml(text);
   if (raw === null || raw === undefined) {
     fail('the compose file is empty; it needs a services: mapping');
@@ -61,6 +62,25 @@ function parseYaml(text: string): unknown {
     // Alias bombs, unresolved aliases and pathological nesting surface as thrown errors.
     const message = err instanceof Error ? err.message : String(err);
     return fail(`invalid YAML: ${firstLine(message)}`);
+  }
+}
+
+/** Flow brackets nested past this are refused before the YAML parser sees them. */
+const MAX_FLOW_NESTING = 1000;
+
+/**
+ * The yaml package recurses per flow level and takes seconds to fail on a megabyte of `[[[[`
+ * (14 s at 500k levels). One linear pass counts `[`/`{` not yet closed, wherever they are (quotes
+ * are not skipped: a stray apostrophe in a plain scalar must not hide what follows). Real files
+ * stay far below the bound, and anything past 64 levels is refused later anyway.
+ */
+function checkFlowDepth(text: string): void {
+  let depth = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x5b || c === 0x7b) {
+      if (++depth > MAX_FLOW_NESTING) fail(`the document is nested deeper than ${MAX_DEPTH} levels`);
+    } else if ((c === 0x5d || c === 0x7d) && depth > 0) depth--;
   }
 }
 

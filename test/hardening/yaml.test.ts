@@ -36,6 +36,15 @@ describe('H2: YAML parse time stays near linear', () => {
     assert.match(await refusal(`x-big: {${keys}}\nservices: {a: {image: redis}}\n`), /more than 10000 keys/);
   });
 
+  it('a megabyte of flow nesting is refused before the YAML parser recurses through it', async () => {
+    const d = 500_000;
+    const msg = await refusal(`services: {a: {image: redis, labels: {k: ${'['.repeat(d)}${']'.repeat(d)}}}}`);
+    assert.match(msg, /nested deeper than 64 levels/);
+    // An apostrophe in a plain scalar does not hide what follows.
+    const hidden = await refusal(`x-a: it's ${'{a: '.repeat(200_000)}1\nservices: {}\n`);
+    assert.match(hidden, /nested deeper than 64 levels/);
+  });
+
   it('a duplicate key is still refused, wherever it is', async () => {
     assert.match(
       await refusal('services:\n  a:\n    image: redis\n    image: nginx\n'),
