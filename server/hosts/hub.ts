@@ -24,6 +24,7 @@ import { type Db, now } from '../db/types.ts';
 import { appendEvent } from '../events/store.ts';
 import { hashSecret, secretMatches } from '../identity/secrets.ts';
 import type { Dispatcher, Transport } from './dispatcher.ts';
+import { releaseJoinToken } from './join-tokens.ts';
 import { getHostRow, insertHost, setLastSeen, updateHost } from './store.ts';
 import {
   admitEvent,
@@ -270,6 +271,10 @@ export class Hub implements HostConnectivity, Transport {
       status: 'connected',
       secretHash: hashSecret(secret),
       capabilities: caps,
+    }).catch(async (err) => {
+      // No host was recorded: the token was not used after all (M3), so the sidecar may retry.
+      await releaseJoinToken(this.#db, hello.token).catch(() => {});
+      throw err;
     });
     await updateHost(this.#db, host.ID, { lastSeenAt: now() });
     await this.#onJoined(hello.token, host.ID);

@@ -115,6 +115,36 @@ forEachDialect('hostile host stream', (dialect) => {
     await sc.close();
   });
 
+  test('M3: a hello whose host cannot be recorded does not use up the join token', {
+    timeout: 60_000,
+  }, async () => {
+    const db = s.server.ctx.db;
+    const token = await joinToken();
+    // A real database fault on the host insert (a trigger), not a mock.
+    if (dialect === 'sqlite') {
+      await db.run(
+        "CREATE TRIGGER i9_fail BEFORE INSERT ON hosts BEGIN SELECT RAISE(ABORT, 'injected fault'); END",
+      );
+    } else {
+      await db.run(
+        "CREATE OR REPLACE FUNCTION i9_fail() RETURNS trigger AS $$ BEGIN RAISE EXCEPTION 'injected fault'; END $$ LANGUAGE plpgsql",
+      );
+      await db.run('CREATE TRIGGER i9_fail BEFORE INSERT ON hosts FOR EACH ROW EXECUTE FUNCTION i9_fail()');
+    }
+    try {
+      const { ws, closed } = await dial(s.url);
+      ws.send(hello(token, DEFAULT_CAPS));
+      const c = await closed;
+      assert.equal(c.code, 1008);
+      assert.match(c.reason, /internal error/);
+    } finally {
+      await db.run(dialect === 'sqlite' ? 'DROP TRIGGER i9_fail' : 'DROP TRIGGER i9_fail ON hosts');
+    }
+    const sc = await new FakeSidecar(s.url).connect(token);
+    assert.match(sc.hostId, /^host_/, 'the token still joins once the fault is gone');
+    await sc.close();
+  });
+
   test('L1: a frame over 16 MiB from a joined host closes the stream with 1008', {
     timeout: 60_000,
   }, async () => {
