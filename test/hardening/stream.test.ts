@@ -166,15 +166,24 @@ forEachDialect('hostile host stream', (dialect) => {
     // A frame a host must not send closes the stream after everything before it was handled.
     sc.send(frame('command', { command_id: 'cmd_x', kind: 'env.exec' }));
     assert.equal((await sc.closed).code, 1008);
-    await new Promise((r) => setTimeout(r, 300));
-    const rows = await s.server.ctx.db.all<{ kind: string; n: number }>(
-      'SELECT kind, COUNT(*) AS n FROM events WHERE subject = ? GROUP BY kind',
-      [`host:${sc.hostId}`],
-    );
-    const by = Object.fromEntries(rows.map((r) => [r.kind, Number(r.n)]));
+    // Inserts already accepted may still be landing: read until the count stops moving.
+    const countBy = async () => {
+      const rows = await s.server.ctx.db.all<{ kind: string; n: number }>(
+        'SELECT kind, COUNT(*) AS n FROM events WHERE subject = ? GROUP BY kind',
+        [`host:${sc.hostId}`],
+      );
+      return Object.fromEntries(rows.map((r) => [r.kind, Number(r.n)])) as Record<string, number>;
+    };
+    let by = await countBy();
+    for (let last = -1; by.small !== last; ) {
+      last = by.small;
+      await new Promise((r) => setTimeout(r, 500));
+      by = await countBy();
+    }
     assert.equal(by.big, undefined, 'no 3 MiB event was stored');
     assert.equal(by['nul\0kind'], undefined);
-    assert.ok(by.small >= EVENT_BURST && by.small < 600, `small events stored: ${by.small}`);
+    // The burst, plus what the steady rate refilled while 600 were sent: far from all of them.
+    assert.ok(by.small >= EVENT_BURST && by.small < 300, `small events stored: ${by.small}`);
 
     // Rows stored before the bound (or by another path) are listed as truncated, never a 500.
     const team = s.server.ctx.db;
