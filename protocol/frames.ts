@@ -80,11 +80,44 @@ export function parseHello(frame: Frame): HelloPayload {
   const hostId = p.host_id ?? '';
   if (typeof hostId !== 'string') throw new FrameError('hello host_id must be a string');
   if (typeof p.token !== 'string' || p.token === '') throw new FrameError('hello needs a token');
+  if (hostId.length > 128 || p.token.length > 512 || `${hostId}${p.token}`.includes('\0')) {
+    throw new FrameError('hello host_id or token is malformed');
+  }
   const caps = p.capabilities ?? {};
   if (typeof caps !== 'object' || caps === null || Array.isArray(caps)) {
     throw new FrameError('hello capabilities must be an object');
   }
+  checkCapabilities(caps);
   return { host_id: hostId, token: p.token, capabilities: caps as Partial<Capabilities> };
+}
+
+/** Capabilities are stored and listed as sent: a small, shallow object of plain text (L2, M3). */
+export const MAX_CAPABILITIES_BYTES = 16 * 1024;
+const MAX_CAPABILITIES_DEPTH = 4;
+
+/** Throws FrameError when `caps` is too large, too deep, or holds a NUL anywhere. */
+export function checkCapabilities(caps: object): void {
+  const stack: Array<[unknown, number]> = [[caps, 0]];
+  let size = 0;
+  while (stack.length) {
+    const [v, depth] = stack.pop() as [unknown, number];
+    if (depth > MAX_CAPABILITIES_DEPTH) {
+      throw new FrameError(`hello capabilities are nested deeper than ${MAX_CAPABILITIES_DEPTH} levels`);
+    }
+    if (typeof v === 'string') {
+      size += v.length;
+      if (v.includes('\0')) throw new FrameError('hello capabilities contain a NUL character');
+    } else if (v !== null && typeof v === 'object') {
+      for (const [k, item] of Object.entries(v)) {
+        size += k.length + 4;
+        if (k.includes('\0')) throw new FrameError('hello capabilities contain a NUL character');
+        stack.push([item, depth + 1]);
+      }
+    } else size += 8;
+    if (size > MAX_CAPABILITIES_BYTES) {
+      throw new FrameError(`hello capabilities are larger than ${MAX_CAPABILITIES_BYTES} bytes`);
+    }
+  }
 }
 
 export function frame(type: FrameType, fields: Omit<Frame, 'type' | 'sent_at'> = {}): Frame {

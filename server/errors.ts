@@ -50,6 +50,14 @@ export class PreconditionRequired extends SvcError {
     super(428, message);
   }
 }
+/** A rate limit or lock-out; the answer carries `Retry-After`. */
+export class TooManyRequests extends SvcError {
+  readonly retryAfterSec: number;
+  constructor(message: string, retryAfterSec: number) {
+    super(429, message);
+    this.retryAfterSec = Math.max(1, Math.ceil(retryAfterSec));
+  }
+}
 /** The host or an upstream refused or could not run the command. */
 export class Upstream extends SvcError {
   constructor(message: string) {

@@ -10,6 +10,8 @@ import { consumeJoinToken, mintJoinToken, recordJoinedHost } from './hosts/join-
 import { ensureDriverHosts } from './hosts/targets.ts';
 import { type App, createHttpApp } from './http/app.ts';
 import { installCors } from './http/cors.ts';
+import { type HttpLimits, httpLimits } from './http/limits.ts';
+import { installRateLimits } from './http/rate-limits.ts';
 import { installValidationMessages } from './http/schema.ts';
 import { Authenticator, installAuth } from './identity/auth.ts';
 import { bootstrap } from './identity/store.ts';
@@ -38,6 +40,8 @@ export interface StartOptions {
   announce?: (line: string) => void;
   /** Provisioners and drivers to plug in (tests use fakes that speak the providers' APIs). */
   orchestrator?: Pick<OrchestratorOptions, 'provisioners' | 'drivers'>;
+  /** HTTP timeouts, caps and rate limits that differ from the defaults (tests, benchmarks). */
+  limits?: Partial<HttpLimits>;
 }
 
 export async function startServer(config: Config, opts: StartOptions = {}): Promise<Server> {
@@ -51,6 +55,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     logger: logger === false ? false : logger,
     version: VERSION,
     verbose: config.verbose,
+    limits: httpLimits(opts.limits),
   });
   app.log.info(
     { db: config.dbRedacted, migrations: steps.filter((s) => s.status === 'applied').length },
@@ -87,6 +92,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   };
   installValidationMessages(app);
   installCors(app, config.consoleUrl);
+  await installRateLimits(app, httpLimits(opts.limits));
   installAuth(app, auth);
   orch.blobs.routes(app);
   await registerRoutes(app, ctx);

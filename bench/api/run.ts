@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import Fastify from 'fastify';
 import { parseConfig } from '../../server/config/config.ts';
+import { NO_RATE_LIMITS } from '../../server/http/limits.ts';
 import { startServer } from '../../server/main.ts';
 import { createDatabase, findPgBin, startCluster } from '../../test/support/postgres.ts';
 
@@ -76,7 +77,7 @@ async function bare(): Promise<Figures> {
 async function controlPlane(db: string): Promise<Figures> {
   const key = `dak_bench${randomBytes(16).toString('hex')}`;
   const config = parseConfig(['-addr', '127.0.0.1:0', '-db', db], { SVC_BOOTSTRAP_KEY: key });
-  const server = await startServer(config, { logger: false });
+  const server = await startServer(config, { logger: false, limits: NO_RATE_LIMITS });
   try {
     const headers = { authorization: `Bearer ${key}` };
     const r = await fetch(`${server.url}/v1/projects`, {

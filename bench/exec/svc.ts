@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import Docker from 'dockerode';
+import { NO_RATE_LIMITS } from '../../server/http/limits.ts';
 import { BUSYBOX_IMAGE, ensureTestImages } from '../../test/support/images.ts';
 import { startTestServer } from '../../test/support/server.ts';
 import { svcdJoinArgs } from '../../test/support/svcd.ts';
@@ -21,7 +22,7 @@ const WARMUP = Number(values.warmup);
 
 await ensureTestImages();
 const dir = mkdtempSync(join(tmpdir(), 'svc-bench-exec-'));
-const t = await startTestServer('sqlite');
+const t = await startTestServer('sqlite', {}, { limits: NO_RATE_LIMITS });
 const jt = await t.req('POST', '/v1/join-tokens', { body: {} });
 const child: ChildProcess = spawn(process.execPath, svcdJoinArgs(t.url, jt.body.token, dir), {
   stdio: ['ignore', 'ignore', 'pipe'],

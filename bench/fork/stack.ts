@@ -9,6 +9,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { NO_RATE_LIMITS } from '../../server/http/limits.ts';
 import { run } from '../../sidecar/storage/exec.ts';
 import { fsTier, loopFs, type Scratch, tmpDataDir, zfsPool } from '../../sidecar/storage/fixtures.ts';
 import { BUSYBOX_IMAGE, ensureTestImages } from '../../test/support/images.ts';
@@ -73,7 +74,7 @@ interface Row {
 }
 
 async function measure(backend: string, scratch: Scratch): Promise<Row[]> {
-  const t = await startTestServer('sqlite');
+  const t = await startTestServer('sqlite', {}, { limits: NO_RATE_LIMITS });
   const child = await sidecar(t, scratch);
   const rows: Row[] = [];
   try {

@@ -4,6 +4,7 @@
 // sidecar, ack, result, row update) without HTTP, auth or the environment lookups in front of it.
 //   node bench/hub/hub-server.ts <svc-server flags>   (started by bench/hub/run.ts with an IPC channel)
 import { parseConfig } from '../../server/config/config.ts';
+import { NO_RATE_LIMITS } from '../../server/http/limits.ts';
 import { startServer } from '../../server/main.ts';
 import { type LoadFigures, openLoop } from './measure.ts';
 import { flushTimes } from './probe.ts';
@@ -25,7 +26,7 @@ export type FromHubServer =
 
 const COMMAND_TIMEOUT_MS = 30_000;
 
-const server = await startServer(parseConfig(process.argv.slice(2)));
+const server = await startServer(parseConfig(process.argv.slice(2)), { limits: NO_RATE_LIMITS });
 const dispatcher = server.orchestrator.dispatcher;
 const hub = server.orchestrator.hub;
 

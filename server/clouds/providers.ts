@@ -69,7 +69,7 @@ export function validateConfig(provider: Provider, config: Record<string, unknow
     );
   }
   for (const key of Object.keys(given)) {
-    if (!(key in rules))
+    if (!Object.hasOwn(rules, key))
       throw new BadRequest(`${provider}: unknown config key '${key}'; known: ${names.join(', ')}`);
   }
   const out: CloudConfig = {};

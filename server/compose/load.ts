@@ -1,6 +1,6 @@
 // Text → tree: size limit, YAML (merge keys on, alias limits kept), then compose interpolation of
 // every string value with the caller's variables only (never the server's own process.env).
-import { parseDocument } from 'yaml';
+import { type Document, isAlias, isMap, isPair, isScalar, isSeq, parseDocument } from 'yaml';
 import { ComposeError, fail, type Node, type NodeMap } from './tree.ts';
 
 export const MAX_COMPOSE_BYTES = 1024 * 1024;
@@ -14,6 +14,8 @@ const MAX_NESTED_INTERPOLATION = 16;
 const MAX_ALIAS_COUNT = 5000;
 /** Values (scalars, lists, mappings) after alias expansion. */
 const MAX_VALUES = 500_000;
+/** Keys of one mapping: more than any real file (500 services, a few thousand variables). */
+export const MAX_KEYS_PER_MAPPING = 10_000;
 
 export interface Loaded {
   root: NodeMap;
@@ -29,6 +31,7 @@ export function loadCompose(text: unknown, env: Record<string, string>): Loaded 
   if (bytes > MAX_COMPOSE_BYTES) {
     fail(`the compose file is ${bytes} bytes; the limit is 1 MiB`);
   }
+  checkFlowDepth(text);
   const raw = parseYaml(text);
   if (raw === null || raw === undefined) {
     fail('the compose file is empty; it needs a services: mapping');
@@ -43,11 +46,14 @@ export function loadCompose(text: unknown, env: Record<string, string>): Loaded 
 
 function parseYaml(text: string): unknown {
   try {
-    const doc = parseDocument(text, { merge: true, uniqueKeys: true, prettyErrors: true });
+    // The package's own uniqueKeys check compares each key with every earlier one (quadratic:
+    // 80k keys took 50 s); checkKeys below does the same refusal in one pass.
+    const doc = parseDocument(text, { merge: true, uniqueKeys: false, prettyErrors: true });
     const problem = doc.errors[0] ?? doc.warnings[0];
     if (problem) {
       fail(`invalid YAML: ${firstLine(problem.message)}`);
     }
+    checkKeys(doc);
     return doc.toJS({ mapAsMap: true, maxAliasCount: MAX_ALIAS_COUNT });
   } catch (err) {
     if (err instanceof ComposeError) {
@@ -56,6 +62,70 @@ function parseYaml(text: string): unknown {
     // Alias bombs, unresolved aliases and pathological nesting surface as thrown errors.
     const message = err instanceof Error ? err.message : String(err);
     return fail(`invalid YAML: ${firstLine(message)}`);
+  }
+}
+
+/** Flow brackets nested past this are refused before the YAML parser sees them. */
+const MAX_FLOW_NESTING = 1000;
+/** Lines plus flow separators: 25 times the largest real file of the corpus (788 lines). */
+export const MAX_ENTRIES = 20_000;
+
+/**
+ * The yaml package recurses per flow level and takes seconds to fail on a megabyte of `[[[[`
+ * (14 s at 500k levels). One linear pass counts `[`/`{` not yet closed, wherever they are (quotes
+ * are not skipped: a stray apostrophe in a plain scalar must not hide what follows). Real files
+ * stay far below the bound, and anything past 64 levels is refused later anyway.
+ */
+function checkFlowDepth(text: string): void {
+  let depth = 0;
+  let entries = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    // The parser spends ~10 µs an entry: 80k keys in a megabyte still took seconds (H2).
+    if ((c === 0x0a || c === 0x2c) /* \n , */ && ++entries > MAX_ENTRIES) {
+      fail(`the compose file has more than ${MAX_ENTRIES} lines and flow items; that is not a compose file`);
+    }
+    if (c === 0x5b || c === 0x7b) {
+      if (++depth > MAX_FLOW_NESTING) fail(`the document is nested deeper than ${MAX_DEPTH} levels`);
+    } else if ((c === 0x5d || c === 0x7d) && depth > 0) depth--;
+  }
+}
+
+/**
+ * One pass over the document as written (aliases not expanded): bounds the node count and the
+ * keys of each mapping, and refuses a repeated key as the yaml package's uniqueKeys would (equal
+ * scalar values; merge keys `<<` may repeat). Iterative, so deep nesting cannot overflow here.
+ */
+function checkKeys(doc: Document): void {
+  const stack: unknown[] = [doc.contents];
+  let nodes = 0;
+  while (stack.length) {
+    const node = stack.pop();
+    if (++nodes > MAX_VALUES) {
+      fail(`the document has more than ${MAX_VALUES} values`);
+    }
+    if (isSeq(node)) {
+      stack.push(...node.items);
+    } else if (isMap(node)) {
+      if (node.items.length > MAX_KEYS_PER_MAPPING) {
+        fail(`a mapping has more than ${MAX_KEYS_PER_MAPPING} keys (${node.items.length})`);
+      }
+      const seen = new Set<string>();
+      for (const pair of node.items) {
+        if (!isPair(pair)) continue;
+        const key = pair.key;
+        if (isScalar(key) && typeof key.value !== 'symbol' && key.value !== '<<') {
+          const id = `${typeof key.value}:${String(key.value)}`;
+          if (seen.has(id)) {
+            fail(`invalid YAML: map keys must be unique; '${String(key.value).slice(0, 100)}' appears twice`);
+          }
+          seen.add(id);
+        } else if (!isScalar(key) && !isAlias(key)) {
+          stack.push(key);
+        }
+        stack.push(pair.value);
+      }
+    }
   }
 }
 

@@ -1,7 +1,7 @@
 // Resource limits from `deploy.resources.limits`, `mem_limit`, `cpus` and `pids_limit`.
 // Zero means "the sidecar default" (protocol/spec.ts DEFAULT_RESOURCES).
 import type { Resources } from '../../protocol/spec.ts';
-import { asInt, asMap, fail, type Node, type NodeMap, scalarText } from './tree.ts';
+import { asInt, asMap, fail, type Node, type NodeMap, scalarText, show } from './tree.ts';
 
 const DEPLOY_KEYS = new Set([
   'mode',
@@ -20,10 +20,10 @@ const MAX_MEMORY_MB = 16 * 1024 * 1024;
 /** Memory as compose writes it ('512m', '1g', '50M', '1.5GiB', 1073741824) → MiB, rounded up. */
 export function memoryMb(node: Node, where: string): number {
   const text = scalarText(node, where).trim();
-  const m = /^(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?b)?$/i.exec(text);
+  const m = text.length <= MAX_NUMBER_CHARS ? /^(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?b)?$/i.exec(text) : null;
   if (!m) {
     fail(
-      `${where}: '${text}' is not a memory size; write bytes or a number with b, k, m or g (like 512m or 1g)`,
+      `${where}: ${show(text)} is not a memory size; write bytes or a number with b, k, m or g (like 512m or 1g)`,
     );
   }
   const bytes = Number(m[1]) * 1024 ** UNITS[m[2].toLowerCase()];
@@ -38,8 +38,13 @@ export function memoryMb(node: Node, where: string): number {
   return mb;
 }
 
+/** `2`, `0.5`, `.5`: checked without a backtracking pattern and only up to a sane length (H1). */
+const CPUS_TEXT = /^(?:\d+|\d*\.\d+)$/;
+const MAX_NUMBER_CHARS = 32;
+
 function cpuCount(node: Node, where: string): number {
-  const n = typeof node === 'string' && /^\s*\d*\.?\d+\s*$/.test(node) ? Number(node) : node;
+  const text = typeof node === 'string' ? node.trim() : '';
+  const n = text.length <= MAX_NUMBER_CHARS && CPUS_TEXT.test(text) ? Number(text) : node;
   if (typeof n !== 'number' || !Number.isFinite(n) || n < 0 || n > 1024) {
     fail(`${where}: must be a number of cpus from 0 to 1024, like 0.5 or 2`);
   }

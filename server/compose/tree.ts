@@ -5,10 +5,18 @@
 export type Node = string | number | boolean | null | Node[] | NodeMap;
 export type NodeMap = Map<string, Node>;
 
+/** Refusals quote what they refuse; a megabyte value must not come back as a megabyte reason. */
+const MAX_REASON_CHARS = 1000;
+
 /** A refusal. The message is the user-facing reason and always starts with `compose: `. */
 export class ComposeError extends Error {
   constructor(reason: string) {
-    super(reason.startsWith('compose: ') ? reason : `compose: ${reason}`);
+    const text = reason.startsWith('compose: ') ? reason : `compose: ${reason}`;
+    super(
+      text.length > MAX_REASON_CHARS
+        ? `${text.slice(0, MAX_REASON_CHARS / 2)}...${text.slice(-MAX_REASON_CHARS / 2 + 3)}`
+        : text,
+    );
     this.name = 'ComposeError';
   }
 }

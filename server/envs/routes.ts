@@ -6,7 +6,7 @@ import { MAX_ARCHIVE_BYTES } from '../../protocol/commands.ts';
 import type { AppContext } from '../context.ts';
 import { BadRequest } from '../errors.ts';
 import type { App } from '../http/app.ts';
-import { emptyBodyIsObject } from '../http/schema.ts';
+import { Body, emptyBodyIsObject } from '../http/schema.ts';
 import { exec, getFiles, MAX_EXEC_TIMEOUT_SEC, putFiles } from './io.ts';
 import * as life from './lifecycle.ts';
 
@@ -26,10 +26,10 @@ export function envRoutes(app: App, ctx: AppContext): void {
     {
       schema: {
         params: ProjectParams,
-        body: Type.Object({
+        body: Body({
           env: Type.Optional(Type.String({ minLength: 1, maxLength: 63 })),
           compose: Type.String({ minLength: 1 }),
-          warm: Type.Optional(Type.Array(Type.String(), { maxItems: 4096 })),
+          warm: Type.Optional(Type.Array(Type.String({ maxLength: 65536 }), { maxItems: 4096 })),
         }),
       },
     },
@@ -42,9 +42,9 @@ export function envRoutes(app: App, ctx: AppContext): void {
     {
       schema: {
         params: EnvParams,
-        body: Type.Object({
+        body: Body({
           name: Type.Optional(Type.String({ minLength: 1, maxLength: 63 })),
-          version: Type.Optional(Type.String()),
+          version: Type.Optional(Type.String({ maxLength: 128 })),
         }),
       },
       // Spec: the body is optional; no body at all (no content-type either) means `{}`.
@@ -60,7 +60,7 @@ export function envRoutes(app: App, ctx: AppContext): void {
 
   app.post(
     '/v1/envs/:env/rollback',
-    { schema: { params: EnvParams, body: Type.Object({ version: Type.String({ minLength: 1 }) }) } },
+    { schema: { params: EnvParams, body: Body({ version: Type.String({ minLength: 1, maxLength: 128 }) }) } },
     async (req, reply) =>
       reply.code(202).send(await life.rollback(db, engine, req.caller, req.params.env, req.body.version)),
   );
@@ -70,7 +70,7 @@ export function envRoutes(app: App, ctx: AppContext): void {
     {
       schema: {
         params: EnvParams,
-        body: Type.Object({ resume: Type.Optional(Type.Boolean()) }),
+        body: Body({ resume: Type.Optional(Type.Boolean()) }),
       },
       preValidation: emptyBodyIsObject,
     },
@@ -90,7 +90,7 @@ export function envRoutes(app: App, ctx: AppContext): void {
     {
       schema: {
         params: EnvParams,
-        body: Type.Object({
+        body: Body({
           service: Type.String({ minLength: 1, maxLength: 200 }),
           cmd: Argv,
           timeout_sec: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_EXEC_TIMEOUT_SEC })),

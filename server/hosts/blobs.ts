@@ -57,12 +57,17 @@ export class Blobs {
     return { ...this.#put({ data: null, direction: 'upload', resolve }), received };
   }
 
-  #take(id: string, authorization: string | undefined, direction: Blob['direction']): Blob {
+  #check(id: string, authorization: string | undefined, direction: Blob['direction']): Blob {
     const blob = this.#blobs.get(id);
     const token = /^Bearer\s+(\S+)$/i.exec(authorization ?? '')?.[1] ?? '';
     if (!blob || blob.direction !== direction || blob.expires < Date.now())
       throw new NotFound('no such blob');
     if (!sameHash(hashSecret(token), blob.tokenHash)) throw new Unauthorized('bad blob token');
+    return blob;
+  }
+
+  #take(id: string, authorization: string | undefined, direction: Blob['direction']): Blob {
+    const blob = this.#check(id, authorization, direction);
     this.#blobs.delete(id);
     return blob;
   }
@@ -90,7 +95,14 @@ export class Blobs {
       );
       scope.put<{ Params: { id: string } }>(
         `${BLOB_PATH}/:id`,
-        { config: { auth: 'none' }, schema: { hide: true } },
+        {
+          config: { auth: 'none' },
+          schema: { hide: true },
+          // The one-time token is checked before 32 MiB of body is read from an unknown client.
+          onRequest: async (req) => {
+            this.#check((req.params as { id: string }).id, req.headers.authorization, 'upload');
+          },
+        },
         async (req) => {
           const blob = this.#take(req.params.id, req.headers.authorization, 'upload');
           const body = req.body as Buffer;

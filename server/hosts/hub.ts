@@ -6,6 +6,7 @@ import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocket, WebSocketServer } from 'ws';
 import {
+  checkCapabilities,
   type Frame,
   type FrameError,
   frame,
@@ -23,11 +24,19 @@ import { type Db, now } from '../db/types.ts';
 import { appendEvent } from '../events/store.ts';
 import { hashSecret, secretMatches } from '../identity/secrets.ts';
 import type { Dispatcher, Transport } from './dispatcher.ts';
+import { releaseJoinToken } from './join-tokens.ts';
 import { getHostRow, insertHost, setLastSeen, updateHost } from './store.ts';
+import {
+  admitEvent,
+  EVENT_BURST,
+  MAX_PROGRESS_CHARS,
+  PRE_HELLO_MAX_BYTES,
+  REFUSED_LINGER_MS,
+  StreamSocket,
+} from './stream-limits.ts';
 
 export const HELLO_TIMEOUT_MS = 10_000;
 const SWEEP_EVERY_MS = 5_000;
-
 export type JoinTokenConsumer = (
   db: Db,
   token: string,
@@ -39,6 +48,10 @@ interface Conn {
   teamId: string;
   cloudId: string;
   lastFrameAt: number;
+  /** Event-frame tokens left and when they were last refilled (M1). */
+  eventTokens: number;
+  eventRefillAt: number;
+  dropped: number;
 }
 
 export interface HubLogger {
@@ -50,7 +63,12 @@ export class Hub implements HostConnectivity, Transport {
   #db: Db;
   #consume: JoinTokenConsumer;
   #log: HubLogger;
-  #wss = new WebSocketServer({ noServer: true, maxPayload: MAX_FRAME_BYTES, perMessageDeflate: false });
+  #wss = new WebSocketServer({
+    noServer: true,
+    maxPayload: MAX_FRAME_BYTES,
+    perMessageDeflate: false,
+    WebSocket: StreamSocket,
+  });
   #conns = new Map<string, Conn>();
   #seen = new Map<string, string>();
   #events = new EventEmitter();
@@ -81,7 +99,7 @@ export class Hub implements HostConnectivity, Transport {
         socket.end('HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n');
         return;
       }
-      this.#wss.handleUpgrade(req, socket, head, (ws) => this.#accept(ws));
+      this.#wss.handleUpgrade(req, socket, head, (ws) => this.#accept(ws, socket, head.length));
     });
   }
 
@@ -139,11 +157,25 @@ export class Hub implements HostConnectivity, Transport {
     });
   }
 
-  #accept(ws: WebSocket): void {
+  #accept(ws: WebSocket, socket: Duplex, headBytes: number): void {
     // A stream is awaiting its hello, checking it (async), or open with a registered host.
     let state: 'await-hello' | 'checking' | 'open' = 'await-hello';
     let conn: Conn | null = null;
-    const helloTimer = setTimeout(() => refuse(ws, 'hello: no hello frame within 10 s'), HELLO_TIMEOUT_MS);
+    // Until the hello is accepted, the peer is unknown: it may send the hello and nothing more,
+    // so a nearly complete 16 MiB frame is never buffered for it (H4).
+    let preHello = headBytes;
+    const countPreHello = (chunk: Buffer) => {
+      preHello += chunk.length;
+      if (preHello > PRE_HELLO_MAX_BYTES) {
+        socket.off('data', countPreHello);
+        refuseHandshake(ws, socket, 'hello: more than 64 KiB sent before the hello was accepted');
+      }
+    };
+    socket.on('data', countPreHello);
+    const helloTimer = setTimeout(
+      () => refuseHandshake(ws, socket, 'hello: no hello frame within 10 s'),
+      HELLO_TIMEOUT_MS,
+    );
     ws.on('message', (data, isBinary) => {
       if (isBinary) return refuse(ws, 'frames must be JSON text');
       let f: Frame;
@@ -159,6 +191,7 @@ export class Hub implements HostConnectivity, Transport {
         void this.#hello(ws, f).then((c) => {
           conn = c;
           state = 'open';
+          if (c) socket.off('data', countPreHello);
         });
         return;
       }
@@ -171,6 +204,7 @@ export class Hub implements HostConnectivity, Transport {
     });
     ws.on('close', () => {
       clearTimeout(helloTimer);
+      socket.off('data', countPreHello);
       if (conn) void this.#gone(conn, 'host disconnected');
     });
     ws.on('error', () => {});
@@ -216,6 +250,7 @@ export class Hub implements HostConnectivity, Transport {
         {},
         30_000,
       );
+      checkCapabilities(r.capabilities ?? {});
       if (this.#conns.get(c.hostId) === c)
         await updateHost(this.#db, c.hostId, {
           capabilities: r.capabilities as unknown as Record<string, unknown>,
@@ -240,11 +275,15 @@ export class Hub implements HostConnectivity, Transport {
       status: 'connected',
       secretHash: hashSecret(secret),
       capabilities: caps,
+    }).catch(async (err) => {
+      // No host was recorded: the token was not used after all (M3), so the sidecar may retry.
+      await releaseJoinToken(this.#db, hello.token).catch(() => {});
+      throw err;
     });
     await updateHost(this.#db, host.ID, { lastSeenAt: now() });
     await this.#onJoined(hello.token, host.ID);
     ws.send(JSON.stringify(frame('hello', { host_id: host.ID, payload: { host_id: host.ID, secret } })));
-    return { ws, hostId: host.ID, teamId: used.teamId, cloudId: used.cloudId, lastFrameAt: Date.now() };
+    return newConn(ws, host.ID, used.teamId, used.cloudId);
   }
 
   async #known(ws: WebSocket, hello: HelloPayload): Promise<Conn | null> {
@@ -256,7 +295,7 @@ export class Hub implements HostConnectivity, Transport {
     const caps = Object.keys(hello.capabilities).length ? hello.capabilities : undefined;
     await updateHost(this.#db, row.id, { status: 'connected', lastSeenAt: now(), capabilities: caps });
     ws.send(JSON.stringify(frame('hello', { host_id: row.id, payload: { host_id: row.id } })));
-    return { ws, hostId: row.id, teamId: row.team_id, cloudId: row.cloud_id, lastFrameAt: Date.now() };
+    return newConn(ws, row.id, row.team_id, row.cloud_id);
   }
 
   async #onFrame(c: Conn, f: Frame): Promise<void> {
@@ -268,14 +307,28 @@ export class Hub implements HostConnectivity, Transport {
       case 'ack':
         return d?.handleAck(c.hostId, f);
       case 'progress':
+        if (f.message && f.message.length > MAX_PROGRESS_CHARS)
+          f.message = `${f.message.slice(0, MAX_PROGRESS_CHARS)}...`;
         return d?.handleProgress(c.hostId, f);
       case 'result':
         return d?.handleResult(c.hostId, f);
       case 'event':
-        return appendEvent(this.#db, c.teamId, `host:${c.hostId}`, f.kind || 'event', f.payload ?? null);
+        return this.#event(c, f);
       default:
         refuse(c.ws, `unexpected ${f.type} frame from a host`);
     }
+  }
+
+  /** Stores a host's event frame unless it is too large, malformed or over the host's rate (M1). */
+  async #event(c: Conn, f: Frame): Promise<void> {
+    const why = admitEvent(c, f);
+    if (why) {
+      // One warning per burst of drops, not one per frame.
+      if (c.dropped++ % 1000 === 0)
+        this.#log.warn({ host: c.hostId, dropped: c.dropped }, `event dropped: ${why}`);
+      return;
+    }
+    await appendEvent(this.#db, c.teamId, `host:${c.hostId}`, f.kind || 'event', f.payload ?? null);
   }
 
   async #gone(c: Conn, reason: string): Promise<void> {
@@ -307,6 +360,27 @@ export class Hub implements HostConnectivity, Transport {
     for (const c of this.#conns.values()) c.ws.close(1001, 'control plane shutting down');
     this.#wss.close();
   }
+}
+
+function newConn(ws: WebSocket, hostId: string, teamId: string, cloudId: string): Conn {
+  const at = Date.now();
+  return {
+    ws,
+    hostId,
+    teamId,
+    cloudId,
+    lastFrameAt: at,
+    eventTokens: EVENT_BURST,
+    eventRefillAt: at,
+    dropped: 0,
+  };
+}
+
+/** A refusal before the hello: the 1008 close frame goes out, reading stops, the socket is cut. */
+function refuseHandshake(ws: WebSocket, socket: Duplex, reason: string): void {
+  refuse(ws, reason);
+  socket.pause();
+  setTimeout(() => ws.terminate(), REFUSED_LINGER_MS).unref();
 }
 
 function refuse(ws: WebSocket, reason: string): void {

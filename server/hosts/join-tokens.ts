@@ -83,6 +83,13 @@ export async function consumeJoinToken(
   return { teamId: row.team_id, cloudId: row.cloud_id };
 }
 
+/** Undoes a consume whose host could not be recorded, so the token is not lost to a fault. */
+export async function releaseJoinToken(q: Queryable, token: string): Promise<void> {
+  await q.run("UPDATE join_tokens SET used_at = NULL, host_id = '' WHERE token_hash = ? AND host_id = ''", [
+    hashSecret(token),
+  ]);
+}
+
 /** Lets the hub record the host id once it has assigned one (when it consumed without it). */
 export async function recordJoinedHost(q: Queryable, token: string, hostId: string): Promise<void> {
   await q.run('UPDATE join_tokens SET host_id = ? WHERE token_hash = ?', [hostId, hashSecret(token)]);

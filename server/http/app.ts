@@ -9,8 +9,9 @@ import Fastify, {
   type FastifyInstance,
   LogController,
 } from 'fastify';
-import { SvcError } from '../errors.ts';
+import { BadRequest, SvcError, TooManyRequests } from '../errors.ts';
 import { installDrainOnRefusal } from './drain.ts';
+import { DEFAULT_LIMITS, type HttpLimits, nulPath, scanJson } from './limits.ts';
 import { declareResponses } from './responses.ts';
 
 export type App = FastifyInstance<
@@ -28,6 +29,7 @@ export interface HttpOptions {
   logger: FastifyBaseLogger | boolean;
   version: string;
   verbose: boolean;
+  limits?: HttpLimits;
 }
 
 function statusOf(err: FastifyError): { status: number; message: string } {
@@ -59,7 +61,17 @@ function statusOf(err: FastifyError): { status: number; message: string } {
 }
 
 export async function createHttpApp(opts: HttpOptions): Promise<App> {
+  const limits = opts.limits ?? DEFAULT_LIMITS;
+  const headersTimeout = Math.min(limits.headersTimeoutMs, limits.requestTimeoutMs);
   const app = Fastify({
+    // H3: a connection holding part of a request (headers or a declared body) is closed, and so
+    // is an idle keep-alive one. Answers are not timed: a sandbox may wait its timeout_sec.
+    requestTimeout: limits.requestTimeoutMs,
+    keepAliveTimeout: limits.keepAliveTimeoutMs,
+    http: {
+      headersTimeout,
+      connectionsCheckingInterval: Math.max(250, Math.min(30_000, Math.floor(headersTimeout / 4))),
+    },
     logger: opts.logger,
     // Per-request lines only with -v: at thousands of requests a second they are noise.
     logController: new LogController({ disableRequestLogging: !opts.verbose }),
@@ -82,14 +94,32 @@ export async function createHttpApp(opts: HttpOptions): Promise<App> {
   app.removeContentTypeParser('application/json');
   const json = app.getDefaultJsonParser('error', 'error');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
-    if ((body as string).trim() === '') return done(null, undefined);
-    json(req, body as string, done);
+    const text = body as string;
+    if (text.trim() === '') return done(null, undefined);
+    // M2: depth is bounded before JSON.parse pays for it; M3: no text anywhere holds a NUL
+    // (no argv, variable, name or path can, and Postgres refuses it in TEXT columns).
+    const scan = scanJson(text, limits.jsonDepth);
+    if (scan.depth > limits.jsonDepth) {
+      return done(new BadRequest(`the JSON body is nested deeper than ${limits.jsonDepth} levels`));
+    }
+    json(req, text, (err, value) => {
+      const at = !err && scan.nul ? nulPath(value) : null;
+      if (at) return done(new BadRequest(`${at} contains a NUL character`));
+      done(err, value);
+    });
+  });
+  app.server.maxConnections = limits.maxConnections;
+  app.addHook('onRequest', async (req) => {
+    if (req.url.includes('%00')) throw new BadRequest('the URL contains a NUL character');
   });
 
   installDrainOnRefusal(app as unknown as App);
   app.setErrorHandler((err: FastifyError, req, reply) => {
     const { status, message } = statusOf(err);
-    if (status >= 500) req.log.error({ err }, 'request failed');
+    // A host or upstream refusing (502/503/504) is an expected answer: one warn line, no stack.
+    if (status >= 500 && err instanceof SvcError) req.log.warn({ status, error: message }, 'request refused');
+    else if (status >= 500) req.log.error({ err }, 'request failed');
+    if (err instanceof TooManyRequests) reply.header('retry-after', String(err.retryAfterSec));
     reply.code(status).send({ error: message });
   });
   app.setNotFoundHandler((req, reply) => {

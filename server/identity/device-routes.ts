@@ -4,6 +4,7 @@
 import { Type } from '@sinclair/typebox';
 import type { AppContext } from '../context.ts';
 import type { App } from '../http/app.ts';
+import { SMALL_BODY_BYTES } from '../http/limits.ts';
 import { Body, emptyBodyIsObject, SECURED } from '../http/schema.ts';
 import { DeviceFlow } from './device.ts';
 
@@ -17,6 +18,7 @@ export function deviceRoutes(app: App, ctx: AppContext): void {
     '/v1/device/code',
     {
       config: { auth: 'none' },
+      bodyLimit: SMALL_BODY_BYTES,
       preValidation: emptyBodyIsObject,
       schema: { tags, summary: 'Start a CLI login', body: Body({}) },
     },
@@ -49,6 +51,7 @@ export function deviceRoutes(app: App, ctx: AppContext): void {
     '/v1/device/token',
     {
       config: { auth: 'none' },
+      bodyLimit: SMALL_BODY_BYTES,
       schema: {
         tags,
         summary: 'Poll for the approved API key (returned exactly once)',

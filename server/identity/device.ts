@@ -5,7 +5,7 @@
 import { randomInt } from 'node:crypto';
 import { newSecret, PREFIX } from '../../protocol/ids.ts';
 import { type Db, now } from '../db/types.ts';
-import { BadRequest, Conflict, Forbidden, Gone, PreconditionRequired } from '../errors.ts';
+import { BadRequest, Conflict, Forbidden, Gone, PreconditionRequired, TooManyRequests } from '../errors.ts';
 import type { Caller } from './auth.ts';
 import { hashSecret } from './secrets.ts';
 import { createKey, getTeam, type Team } from './store.ts';
@@ -14,6 +14,9 @@ import { isMember } from './users.ts';
 export const DEVICE_CODE_TTL_SEC = 900;
 export const POLL_INTERVAL_SEC = 5;
 export const APPROVED_KEY_HOLD_MS = 15 * 60 * 1000;
+/** Unknown user codes one user may try before approvals lock for WRONG_CODE_LOCK_MS (L4). */
+export const MAX_WRONG_CODES = 5;
+export const WRONG_CODE_LOCK_MS = 15 * 60 * 1000;
 
 /** No vowels (no words), no 0/O/1/I/L look-alikes: easy to read aloud and to type. */
 export const USER_CODE_ALPHABET = 'BCDFGHJKMNPQRSTVWXZ';
@@ -59,6 +62,8 @@ export class DeviceFlow {
   #verificationUri: () => string;
   /** code hash → the approved key, until handed out or 15 minutes pass. */
   #held = new Map<string, { apiKey: string; team: Team; until: number }>();
+  /** user id → unknown user codes tried in the current window: guessing a code is locked out. */
+  #wrong = new Map<string, { count: number; until: number }>();
 
   /** `verificationUri` is read per request: the public URL may be set after start (tests). */
   constructor(db: Db, verificationUri: () => string) {
@@ -128,11 +133,25 @@ export class DeviceFlow {
     const userCode = normaliseUserCode(userCodeInput);
     if (!userCode) throw new BadRequest('user_code must look like XXXX-XXXX (the code the CLI printed)');
     const userId = caller.userId as string;
+    const at = Date.now();
+    let wrong = this.#wrong.get(userId);
+    if (!wrong || wrong.until <= at) wrong = { count: 0, until: at + WRONG_CODE_LOCK_MS };
+    if (wrong.count >= MAX_WRONG_CODES) {
+      throw new TooManyRequests(
+        `too many unknown user codes; approvals are locked for ${Math.ceil((wrong.until - at) / 60_000)} min`,
+        (wrong.until - at) / 1000,
+      );
+    }
+    const tried = wrong;
     const { keyId, codeHash, apiKey, team } = await this.#db.transaction(async (tx) => {
       const row = await tx.get<Row>('SELECT * FROM device_codes WHERE user_code_hash = ?', [
         hashSecret(userCode),
       ]);
-      if (!row) throw new BadRequest('unknown user code: check the code the CLI printed');
+      if (!row) {
+        tried.count++;
+        this.#wrong.set(userId, tried);
+        throw new BadRequest('unknown user code: check the code the CLI printed');
+      }
       if (row.status !== 'pending') throw new Conflict('this user code was already approved');
       if (expired(row)) throw new BadRequest('this user code expired: run svc login again');
       if (!(await isMember(tx, teamId, userId))) throw new Forbidden('not a member of that team');
@@ -187,5 +206,6 @@ export class DeviceFlow {
 
   #prune(at = Date.now()): void {
     for (const [k, v] of this.#held) if (v.until <= at) this.#held.delete(k);
+    for (const [k, v] of this.#wrong) if (v.until <= at) this.#wrong.delete(k);
   }
 }

@@ -4,6 +4,7 @@ import { Type } from '@sinclair/typebox';
 import type { AppContext } from '../context.ts';
 import { NotFound } from '../errors.ts';
 import type { App } from '../http/app.ts';
+import { SMALL_BODY_BYTES } from '../http/limits.ts';
 import { Body, emptyBodyIsObject, IdParam, SECURED } from '../http/schema.ts';
 import { listKeys, mintKey, newTeam, revokeKey, teamsOf, whoAmI } from './accounts.ts';
 import { signIn } from './users.ts';
@@ -15,6 +16,7 @@ export function identityRoutes(app: App, ctx: AppContext): void {
     '/auth/dev-login',
     {
       config: { auth: 'none' },
+      bodyLimit: SMALL_BODY_BYTES,
       // Disabled is "not found" before the body is even looked at.
       onRequest: async () => {
         if (!ctx.config.devLogin) throw new NotFound('dev login is disabled (SVC_DEV_LOGIN=1 enables it)');

@@ -1,9 +1,10 @@
 import { Type } from '@sinclair/typebox';
 import type { AppContext } from '../context.ts';
 import type { App } from '../http/app.ts';
+import { Body } from '../http/schema.ts';
 import { createSandbox } from './sandboxes.ts';
 
-export const SandboxBody = Type.Object({
+export const SandboxBody = Body({
   from_version: Type.Optional(Type.String({ minLength: 1 })),
   image: Type.Optional(Type.String({ minLength: 1, maxLength: 512 })),
   cmd: Type.Optional(Type.Array(Type.String(), { maxItems: 4096 })),

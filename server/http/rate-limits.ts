@@ -1,0 +1,75 @@
+// Request rates (issue 9, L4), with @fastify/rate-limit's in-memory windows: routes that need no
+// credential per client address, failed authentications per client address (counted when the
+// answer is a 401, refused at the next request once over), and every request per credential.
+// An exceeded limit is a 429 `{error}` with `Retry-After`.
+import rateLimit from '@fastify/rate-limit';
+import type { FastifyRequest } from 'fastify';
+import { TooManyRequests } from '../errors.ts';
+import { BLOB_PATH } from '../hosts/blobs.ts';
+import type { App } from './app.ts';
+import type { HttpLimits } from './limits.ts';
+
+const WINDOW_MS = 60_000;
+/** Health checks, sidecar downloads and the OpenAPI document stay reachable under any load. */
+const UNLIMITED = new Set(['/health', '/openapi.json', '/install.sh']);
+
+type Check = (
+  req: FastifyRequest,
+  opts?: { increment?: boolean },
+) => Promise<{ isExceeded?: boolean; remaining?: number; ttl?: number }>;
+
+function refuse(what: string, ttlMs: number | undefined): never {
+  const after = Math.ceil((ttlMs ?? WINDOW_MS) / 1000);
+  throw new TooManyRequests(`too many ${what}; retry in ${after} s`, after);
+}
+
+export async function installRateLimits(app: App, limits: HttpLimits): Promise<void> {
+  await app.register(rateLimit, { global: false });
+  const make = (max: number, keyGenerator?: (req: FastifyRequest) => string): Check | null =>
+    max > 0
+      ? (app.createRateLimit({
+          max,
+          timeWindow: WINDOW_MS,
+          ...(keyGenerator ? { keyGenerator } : {}),
+        }) as Check)
+      : null;
+  const anon = make(limits.anonPerMinute);
+  const failures = make(limits.authFailuresPerMinute);
+  const perCredential = make(limits.perCredentialPerMinute, (req) => {
+    const c = req.caller;
+    return c.keyId ? `key:${c.keyId}` : `user:${c.userId}:${c.teamId}`;
+  });
+
+  app.addHook('onRequest', async (req) => {
+    const url = req.routeOptions.url;
+    if (!url || req.method === 'OPTIONS' || UNLIMITED.has(url) || url.startsWith('/svcd')) return;
+    // Webhooks arrive from the code host's few shared addresses and are signed; blob transfers
+    // carry one-time tokens and come from a host's one address at a training loop's pace.
+    if (url === '/webhooks/codehost' || url.startsWith(BLOB_PATH)) return;
+    if ((req.routeOptions.config.auth ?? 'key') === 'none') {
+      if (anon) {
+        const r = await anon(req);
+        if (r.isExceeded) refuse('requests from this address', r.ttl);
+      }
+      return;
+    }
+    if (failures) {
+      // A peek: the failures so far are counted, this request is not (yet).
+      const r = await failures(req, { increment: false });
+      if (r.isExceeded || r.remaining === 0) refuse('failed authentications from this address', r.ttl);
+    }
+  });
+  if (failures) {
+    app.addHook('onResponse', async (req, reply) => {
+      if (reply.statusCode === 401) await failures(req);
+    });
+  }
+  if (perCredential) {
+    // After the auth hook: the caller is known.
+    app.addHook('preHandler', async (req) => {
+      if (!req.caller) return;
+      const r = await perCredential(req);
+      if (r.isExceeded) refuse('requests with this credential', r.ttl);
+    });
+  }
+}

@@ -1,0 +1,176 @@
+// R2 (issue 9), host stream frames: 1000 generated texts to the frame parser, 500 generated first
+// frames on fresh sockets (before hello) and 500 generated frames from a joined host (wrong
+// types, unknown kinds, stray acks and results, odd payloads, oversized, binary, invalid UTF-8).
+// Every refusal closes with 1008 and nothing else; no host is recorded and no join token used by
+// a refused hello; a joined host's stray frames create no command; the server keeps answering.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import fc from 'fast-check';
+import { WebSocket } from 'ws';
+import {
+  FRAME_TYPES,
+  FrameError,
+  frame,
+  parseFrame,
+  parseHello,
+  STREAM_PATH,
+} from '../../protocol/frames.ts';
+import { NO_RATE_LIMITS } from '../../server/http/limits.ts';
+import { DEFAULT_CAPS, FakeSidecar } from '../support/fake-sidecar.ts';
+import { startTestServer, type TestServer } from '../support/server.ts';
+import { runs } from './support/fuzz.ts';
+import { rowCounts } from './support/state.ts';
+
+const payload = fc.jsonValue({ maxDepth: 4 });
+const text = fc.oneof(fc.string({ maxLength: 40 }), fc.string({ unit: 'binary', maxLength: 40 }));
+const fields = fc.record(
+  {
+    type: fc.oneof(fc.constantFrom(...FRAME_TYPES, 'nonsense', '', 'HELLO'), fc.integer(), fc.constant(null)),
+    host_id: fc.oneof(text, fc.integer()),
+    command_id: fc.oneof(fc.constantFrom('cmd_unknown', ''), text, fc.integer()),
+    kind: fc.oneof(
+      fc.constantFrom('env.exec', 'host.report', 'env.create', 'bogus.kind', 'egress.set'),
+      text,
+    ),
+    env_id: text,
+    ok: fc.oneof(fc.boolean(), text),
+    error: fc.oneof(text, payload),
+    message: fc.oneof(text, fc.integer()),
+    payload,
+  },
+  { requiredKeys: [] },
+);
+
+/** A frame as sent on the wire: JSON text, or bytes that are not a frame at all. */
+type Wire = { data: string | Buffer; binary: boolean };
+const wire: fc.Arbitrary<Wire> = fc.oneof(
+  { weight: 6, arbitrary: fields.map((f) => ({ data: JSON.stringify(f), binary: false })) },
+  { weight: 2, arbitrary: fc.jsonValue().map((v) => ({ data: JSON.stringify(v) ?? 'null', binary: false })) },
+  { weight: 1, arbitrary: fc.string({ maxLength: 200 }).map((s) => ({ data: s, binary: false })) },
+  {
+    weight: 1,
+    arbitrary: fc.uint8Array({ maxLength: 200 }).map((b) => ({ data: Buffer.from(b), binary: true })),
+  },
+  { weight: 1, arbitrary: fc.constant({ data: Buffer.from([0x7b, 0xff, 0xfe, 0x7d]), binary: false }) },
+  {
+    weight: 1,
+    arbitrary: fc.integer({ min: 64 * 1024, max: 2 * 1024 * 1024 }).map((n) => ({
+      data: JSON.stringify(frame('event', { kind: 'big', payload: 'x'.repeat(n) })),
+      binary: false,
+    })),
+  },
+);
+
+function dial(url: string): Promise<WebSocket> {
+  const ws = new WebSocket(url.replace(/^http/, 'ws') + STREAM_PATH, { perMessageDeflate: false });
+  ws.on('error', () => {});
+  return new Promise((resolve, reject) => {
+    ws.once('open', () => resolve(ws));
+    ws.once('error', reject);
+  });
+}
+const closeOf = (ws: WebSocket) =>
+  new Promise<number>((resolve) => {
+    if (ws.readyState === WebSocket.CLOSED) resolve(-1);
+    ws.once('close', (code) => resolve(code));
+  });
+
+describe('R2: hostile stream frames', () => {
+  test('the frame parser: a frame or a FrameError, for 1000 generated texts', () => {
+    fc.assert(
+      fc.property(wire, (w) => {
+        try {
+          const f = parseFrame(String(w.data));
+          if (f.type === 'hello') parseHello(f);
+        } catch (err) {
+          assert.ok(err instanceof FrameError, String(err));
+        }
+      }),
+      runs(1000),
+    );
+  });
+
+  describe('on a real control plane', () => {
+    let s: TestServer;
+    let token: string;
+    before(async () => {
+      s = await startTestServer('sqlite', {}, { limits: NO_RATE_LIMITS });
+      token = (await s.req('POST', '/v1/join-tokens', { body: {} })).body.token;
+    });
+    after(() => s.close());
+
+    test('500 first frames before hello: each closes with 1008, no host, the token unused', {
+      timeout: 120_000,
+    }, async () => {
+      const before = await rowCounts(s);
+      const codes = new Map<number, number>();
+      await fc.assert(
+        fc.asyncProperty(wire, async (w) => {
+          const ws = await dial(s.url);
+          const closed = closeOf(ws);
+          ws.send(w.data, { binary: w.binary });
+          const code = await closed;
+          codes.set(code, (codes.get(code) ?? 0) + 1);
+          assert.equal(code, 1008);
+        }),
+        runs(500),
+      );
+      assert.deepEqual(await rowCounts(s), before, JSON.stringify([...codes]));
+      const sc = await new FakeSidecar(s.url).connect(token);
+      assert.match(sc.hostId, /^host_/, 'the join token is still usable');
+      await sc.close();
+    });
+
+    test('500 frames from a joined host: refusals are 1008, no command appears, the server answers', {
+      timeout: 120_000,
+    }, async () => {
+      const sc = await new FakeSidecar(s.url).connect(
+        (await s.req('POST', '/v1/join-tokens', { body: {} })).body.token,
+      );
+      await sc.close();
+      // Each reconnect's hello asks the host for its report (host.report): those are expected.
+      const counts = async () => {
+        const { events: _e, hosts: _h, commands: _c, ...rest } = await rowCounts(s);
+        const other = await s.server.ctx.db.get<{ n: number }>(
+          "SELECT COUNT(*) AS n FROM commands WHERE kind <> 'host.report'",
+        );
+        return { ...rest, commands: Number(other?.n) };
+      };
+      const before = await counts();
+      let ws: WebSocket | null = null;
+      const refusals = new Map<number, number>();
+      const connect = async () => {
+        const c = await dial(s.url);
+        c.send(
+          JSON.stringify(
+            frame('hello', {
+              host_id: sc.hostId,
+              payload: { host_id: sc.hostId, token: sc.secret, capabilities: DEFAULT_CAPS },
+            }),
+          ),
+        );
+        await new Promise((resolve) => c.once('message', resolve));
+        c.on('close', (code) => refusals.set(code, (refusals.get(code) ?? 0) + 1));
+        return c;
+      };
+      await fc.assert(
+        fc.asyncProperty(wire, async (w) => {
+          if (!ws || ws.readyState !== WebSocket.OPEN) ws = await connect();
+          ws.send(w.data, { binary: w.binary });
+          // A heartbeat round: the server handled the frame before this one (or closed).
+          await new Promise((r) => setTimeout(r, 2));
+        }),
+        runs(500),
+      );
+      (ws as WebSocket | null)?.close(1000);
+      await new Promise((r) => setTimeout(r, 300));
+      for (const code of refusals.keys())
+        assert.ok(code === 1008 || code === 1000 || code === 1005, `closed with ${code}`);
+      assert.ok((refusals.get(1008) ?? 0) > 0, 'some frames were refused');
+      assert.deepEqual(await counts(), before);
+      assert.equal((await fetch(`${s.url}/health`)).status, 200);
+      assert.equal((await s.req('GET', `/v1/events?subject=host:${sc.hostId}`)).status, 200);
+      assert.equal((await s.req('GET', '/v1/hosts')).status, 200);
+    });
+  });
+});

@@ -1,0 +1,22 @@
+// fast-check settings shared by the R2 suites: a fixed seed (a failure reproduces), and a short
+// report (a counterexample may be a megabyte of YAML or a 16 MiB frame).
+import type { Parameters as FcParameters, RunDetails } from 'fast-check';
+
+export const SEED = 9;
+
+function report<T>(out: RunDetails<T>): void {
+  if (!out.failed) return;
+  const example = JSON.stringify(out.counterexample ?? null) ?? '';
+  const shown =
+    example.length > 400
+      ? `${example.slice(0, 200)} ... ${example.slice(-150)} (${example.length} chars)`
+      : example;
+  throw new Error(
+    `property failed (seed ${out.seed}, path ${out.counterexamplePath}) on ${shown}: ` +
+      `${String(out.errorInstance instanceof Error ? out.errorInstance.message : out.errorInstance).slice(0, 600)}`,
+  );
+}
+
+export function runs<T>(numRuns: number): FcParameters<T> {
+  return { numRuns, seed: SEED, reporter: report<T>, endOnFailure: true };
+}
