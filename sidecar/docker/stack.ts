@@ -6,6 +6,7 @@ import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import type Docker from 'dockerode';
 import type { Egress, ServiceRecord } from '../../protocol/spec.ts';
+import { startActive } from './active-health.ts';
 import { type ComposeTool, runCompose } from './compose-tool.ts';
 import { type ProbeOptions, type ProbeReport, verifyEgress } from './egress.ts';
 import { Engine, PROJECT_LABEL } from './engine.ts';
@@ -89,29 +90,29 @@ export class Stack {
    *
    * Two steps: the containers are (re)created first without starting (`--force-recreate`; Docker
    * copies an image's content and owner into an empty volume at create time), then `beforeStart`
-   * runs (e.g. giving a fresh volume to the service's non-root user), then they start with wait.
+   * runs (e.g. giving a fresh volume to the service's non-root user), then the sidecar starts them
+   * itself in dependency order, checking health actively (active-health.ts).
    */
-  async up(timeoutSec = 600, beforeStart?: () => Promise<void>): Promise<{ started_in: number }> {
+  async up(
+    timeoutSec = 600,
+    beforeStart?: () => Promise<void>,
+    onStart?: (service: string) => void,
+  ): Promise<{ started_in: number }> {
     await this.write();
     if (this.spec.egress === 'deny') await isolateBridge(this.bridge, this.envId, this.opts.firewall);
     const started = Date.now();
     const create = ['up', '--no-start', '--force-recreate', '--remove-orphans'];
     if (this.tool.flavor === 'v2') create.splice(2, 0, '--quiet-pull');
-    const start =
-      this.tool.flavor === 'v2'
-        ? ['up', '-d', '--wait', '--wait-timeout', String(timeoutSec), '--remove-orphans']
-        : ['up', '-d', '--remove-orphans'];
     try {
       await this.compose(create, (timeoutSec + 60) * 1000);
-      await beforeStart?.();
-      await this.compose(start, (timeoutSec + 60) * 1000);
     } catch (err) {
       if (!(err instanceof ComposeError)) throw err;
       // Compose names the failing container; the engine can say why (exit code, health output, logs).
       throw (await diagnose(this.engine, this.spec.services, err.stderr)) ?? err;
     }
+    await beforeStart?.();
     const left = timeoutSec * 1000 - (Date.now() - started);
-    await this.waitHealthy(Math.max(left, 1000));
+    await startActive(this.engine, this.spec.services, { timeoutMs: Math.max(left, 1000), onStart });
     return { started_in: Date.now() - started };
   }
 
@@ -127,8 +128,7 @@ export class Stack {
   /** Starts stopped containers again (firewall rules first) and waits for health. */
   async start(timeoutSec = 600): Promise<void> {
     if (this.spec.egress === 'deny') await isolateBridge(this.bridge, this.envId, this.opts.firewall);
-    await this.compose(['start'], (timeoutSec + 60) * 1000);
-    await this.waitHealthy(timeoutSec * 1000);
+    await startActive(this.engine, this.spec.services, { timeoutMs: timeoutSec * 1000 });
   }
 
   /**
