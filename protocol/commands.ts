@@ -37,6 +37,8 @@ export interface Capabilities {
   memory_mb: number;
   disk_gb: number;
   storage: 'zfs' | 'btrfs' | 'dir';
+  /** How clones share data: `xfs-loop` = dir storage on svcd's own XFS image (issue 15). */
+  cow?: 'zfs' | 'btrfs' | 'reflink' | 'xfs-loop' | 'none';
   docker: string;
   compose: boolean;
   netns: boolean;

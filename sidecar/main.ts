@@ -63,7 +63,8 @@ export async function runSidecar(opts: SidecarOptions): Promise<number> {
   if (!server) throw new UsageError('no server: pass --server (or SVC_SERVER)');
   if (!saved && !opts.token) throw new UsageError('the first join needs --token (or SVC_JOIN_TOKEN)');
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });
-  const storage = await openStorage({ dataDir, zfsPool: zfsPool || undefined });
+  const xfsLoop = process.env.SVC_XFS_LOOP === 'auto';
+  const storage = await openStorage({ dataDir, zfsPool: zfsPool || undefined, xfsLoop, log });
   const tool = await detectComposeTool(
     (process.env.SVC_COMPOSE as ComposeFlavor | undefined) || undefined,
   ).catch((err) => {
@@ -76,6 +77,7 @@ export async function runSidecar(opts: SidecarOptions): Promise<number> {
     detectCapabilities({
       dataDir,
       storage: storage.kind,
+      cow: storage.cow,
       dockerVersion: async () => ((await docker.version()) as { Version: string }).Version,
       composePresent: async () => tool !== null,
     });
@@ -117,7 +119,7 @@ export async function runSidecar(opts: SidecarOptions): Promise<number> {
   process.once('SIGINT', stop);
   watchParent(stop);
   log(
-    `svcd ${VERSION}: storage ${storage.kind} under ${dataDir}, ${tool ? tool.argv.join(' ') : 'no compose tool'}`,
+    `svcd ${VERSION}: storage ${storage.kind} (copy-on-write: ${storage.cow ?? 'none'}) under ${dataDir}, ${tool ? tool.argv.join(' ') : 'no compose tool'}`,
   );
   try {
     await link.run();

@@ -7,7 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import type { Scratch } from './fixtures.ts';
 import { BadName, detectStorageKind, openStorage, type StorageBackend, UnknownSnapshot } from './index.ts';
 import { describeTree, modify, populate } from './trees.ts';
-import type { StorageKind } from './types.ts';
+import type { CowKind, StorageKind, StorageOptions } from './types.ts';
 
 export interface SuiteOptions {
   kind: StorageKind;
@@ -18,12 +18,19 @@ export interface SuiteOptions {
    * history a living fork still shares may stay, marked to go with the last such fork (zfs).
    */
   leftovers?: (scratch: Scratch, envId: string, strict: boolean) => Promise<string[]>;
+  /** What the store must report as `cow` (proves the options took effect). */
+  cow?: CowKind;
+  /** Extra openStorage options (e.g. `xfsLoop`). */
+  options?: Partial<StorageOptions>;
 }
 
 const VOLS = ['data', 'db.v1'];
 
 /** Inside a describe: a scratch file system and a store on it for the suite, undone afterwards. */
-export function withStore(make: () => Promise<Scratch>): {
+export function withStore(
+  make: () => Promise<Scratch>,
+  options: Partial<StorageOptions> = {},
+): {
   scratch: () => Scratch;
   store: () => StorageBackend;
 } {
@@ -31,7 +38,7 @@ export function withStore(make: () => Promise<Scratch>): {
   let store: StorageBackend | undefined;
   before(async () => {
     scratch = await make();
-    store = await openStorage({ dataDir: scratch.dir, zfsPool: scratch.pool });
+    store = await openStorage({ dataDir: scratch.dir, zfsPool: scratch.pool, ...options });
   });
   after(async () => {
     await scratch?.cleanup();
@@ -41,7 +48,7 @@ export function withStore(make: () => Promise<Scratch>): {
 
 export function storageSuite(label: string, opts: SuiteOptions): void {
   describe(label, { skip: opts.skip }, () => {
-    const fixture = withStore(opts.scratch);
+    const fixture = withStore(opts.scratch, opts.options);
     let scratch: Scratch;
     let store: StorageBackend;
     const dataDir = () => scratch.dir;
@@ -64,6 +71,7 @@ export function storageSuite(label: string, opts: SuiteOptions): void {
 
     it(`is picked as '${opts.kind}' for this data dir`, async () => {
       assert.equal(store.kind, opts.kind);
+      if (opts.cow) assert.equal(store.cow, opts.cow);
       assert.equal(await detectStorageKind({ dataDir: dataDir(), zfsPool: scratch.pool }), opts.kind);
     });
 

@@ -2,12 +2,17 @@
 // (a directory, a btrfs subvolume or a ZFS file system) bind-mounted into containers from
 // `<data>/envs/<env>/vol/<volume>/` whatever the backend, so compose rendering never cares.
 import type { Capabilities } from '../../protocol/commands.ts';
+import type { XfsLoopOptions } from './xfs-loop.ts';
 
 export type StorageKind = Capabilities['storage'];
+
+export type CowKind = 'zfs' | 'btrfs' | 'reflink' | 'xfs-loop' | 'none';
 
 export interface StorageBackend {
   /** Reported in capabilities `storage`. */
   readonly kind: StorageKind;
+  /** How a clone shares data (capabilities `cow`); set by openStorage. */
+  cow?: CowKind;
   /** Ensures an (empty on first use) dataset per volume; returns volume -> host path. Idempotent. */
   prepare(envId: string, volumes: string[]): Promise<Record<string, string>>;
   /** Host path of a volume (the bind-mount source); pure, touches nothing. */
@@ -38,4 +43,11 @@ export interface StorageOptions {
   dataDir: string;
   /** ZFS pool to use when it exists (`--zfs-pool`). */
   zfsPool?: string;
+  /**
+   * When the data dir cannot clone, keep datasets in a loop-mounted XFS image (xfs-loop.ts).
+   * `SVC_XFS_LOOP=auto` turns it on; `svc-server --dev` does for its local sidecar.
+   */
+  xfsLoop?: boolean | XfsLoopOptions;
+  /** Told why the XFS image was not used. */
+  log?: (line: string) => void;
 }
