@@ -38,6 +38,7 @@ function bareCompose(text: string): string {
 }
 
 await ensureTemplateImages();
+if (process.env.BENCH_LOG) process.on('exit', () => console.error(r?.log()));
 const r = await startReal();
 const dir = mkdtempSync(join(tmpdir(), 'svc-bench-tpl-'));
 const fork: number[] = [];

@@ -156,18 +156,21 @@ export async function startActive(
   };
 
   for (;;) {
-    for (const t of tracks.values()) {
-      if (t.phase !== 'waiting' || !satisfied(t)) continue;
-      try {
-        await engine.docker.getContainer(t.container.id).start();
-      } catch (err) {
-        if (!/already started|304/.test(dockerMessage(err)))
-          await fail(t, `did not start: ${dockerMessage(err)}`);
-      }
-      t.phase = 'started';
-      t.startedAt = Date.now();
-      opts.onStart?.(t.svc.name);
-    }
+    // Everything that may start now starts at once (Docker starts containers in parallel).
+    const due = [...tracks.values()].filter((t) => t.phase === 'waiting' && satisfied(t));
+    await Promise.all(
+      due.map(async (t) => {
+        try {
+          await engine.docker.getContainer(t.container.id).start();
+        } catch (err) {
+          if (!/already started|304/.test(dockerMessage(err)))
+            await fail(t, `did not start: ${dockerMessage(err)}`);
+        }
+        t.phase = 'started';
+        t.startedAt = Date.now();
+        opts.onStart?.(t.svc.name);
+      }),
+    );
     const started = [...tracks.values()].filter((t) => t.phase !== 'waiting');
     const readyBefore = started.filter((t) => t.phase === 'ready').length;
     await Promise.all(started.map((t) => observe(engine, t, completes, fail, ready)));

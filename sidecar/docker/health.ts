@@ -48,10 +48,11 @@ async function check(engine: Engine, services: ServiceRecord[]): Promise<Probe[]
       if (!health || health.Status === 'healthy') return { service: name, verdict: { ready: true } };
       // Docker marks a paused container unhealthy without a failed check; after the unpause it
       // turns healthy at the next check. Only failed checks make a service fail the wait.
+      // Docker checks only every `interval` (and a check cut by a pause can leave a stale
+      // 'unhealthy'): one passing check of our own is enough (active-health.ts).
+      if ((await probeOnce(engine, c.id, svc)).ok) return { service: name, verdict: { ready: true } };
       if (health.Status === 'unhealthy' && health.FailingStreak > 0)
         return no(true, `is unhealthy after ${health.FailingStreak} failed checks`);
-      // Docker checks only every `interval`; one passing check of our own is enough (active-health.ts).
-      if ((await probeOnce(engine, c.id, svc)).ok) return { service: name, verdict: { ready: true } };
       return no(false, `is ${health.Status === 'starting' ? 'starting (health: starting)' : health.Status}`);
     }),
   );
