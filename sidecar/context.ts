@@ -10,6 +10,7 @@ import type { ComposeTool } from './docker/compose-tool.ts';
 import type { ProbeOptions } from './docker/egress.ts';
 import { NoComposeTool } from './docker/errors.ts';
 import { Stack } from './docker/stack.ts';
+import type { SubnetAllocator } from './docker/subnets.ts';
 import type { StorageBackend } from './storage/index.ts';
 
 export interface SavedSpec {
@@ -29,6 +30,8 @@ export interface SidecarContext {
   log: (msg: string) => void;
   /** Forks reading an environment's snapshots; a destroy of that environment waits for them. */
   readers: Map<string, Set<Promise<unknown>>>;
+  /** Each environment's network subnet (issue 15); Docker's default pools when absent. */
+  subnets?: SubnetAllocator;
 }
 
 export const envDir = (ctx: SidecarContext, envId: string) => join(ctx.dataDir, 'envs', envId);
@@ -88,5 +91,6 @@ export function stackOf(
     tool: composeTool(ctx),
     docker: ctx.docker,
     volumePaths,
+    subnets: ctx.subnets,
   });
 }

@@ -2,11 +2,13 @@
 // identity → open storage, find the compose tool → finish commands a crash cut off → keep the one
 // outbound stream open until stopped or refused (1008 is fatal and exits non-zero).
 import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
 import type { Capabilities } from '../protocol/commands.ts';
 import { detectCapabilities, VERSION } from './capabilities.ts';
 import type { SidecarContext } from './context.ts';
 import { type ComposeFlavor, detectComposeTool } from './docker/compose-tool.ts';
 import { dockerClient } from './docker/engine.ts';
+import { subnetAllocatorFromEnv } from './docker/subnets.ts';
 import { handlers, undoInterrupted } from './handlers/index.ts';
 import { install } from './install.ts';
 import { Link, Refused } from './link.ts';
@@ -91,6 +93,7 @@ export async function runSidecar(opts: SidecarOptions): Promise<number> {
     probe: { internetTargets: probeTargets(), command: await probeCommand() },
     log,
     readers: new Map(),
+    subnets: subnetAllocatorFromEnv(join(dataDir, 'envs'), docker),
   };
 
   let link: Link | null = null;

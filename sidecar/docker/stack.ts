@@ -15,6 +15,7 @@ import { type FirewallOptions, isolateBridge, releaseBridge } from './firewall.t
 import { diagnose, waitHealthy } from './health.ts';
 import { primaryIPv4 } from './hostip.ts';
 import { bridgeName, networkName, projectName, renderCompose } from './render.ts';
+import type { SubnetAllocator } from './subnets.ts';
 
 export interface StackSpec {
   services: ServiceRecord[];
@@ -36,6 +37,8 @@ export interface StackOptions {
   /** Host part of endpoints; default the host's primary IPv4 address. */
   endpointHost?: string;
   firewall?: FirewallOptions;
+  /** Gives the stack's network a subnet of its own (issue 15); Docker's pools when absent. */
+  subnets?: SubnetAllocator;
 }
 
 export class Stack {
@@ -71,11 +74,13 @@ export class Stack {
 
   /** Renders the compose file and writes it atomically; returns its text. */
   async write(): Promise<string> {
+    const subnet = await this.opts.subnets?.allocate(this.envId);
     const text = renderCompose({
       envId: this.envId,
       ...this.spec,
       volumePaths: this.opts.volumePaths ?? {},
       hostCpus: availableParallelism(),
+      subnet,
     });
     await mkdir(this.opts.dir, { recursive: true });
     const tmp = `${this.composeFile}.tmp`;
@@ -104,7 +109,7 @@ export class Stack {
     const create = ['up', '--no-start', '--force-recreate', '--remove-orphans'];
     if (this.tool.flavor === 'v2') create.splice(2, 0, '--quiet-pull');
     try {
-      await this.compose(create, (timeoutSec + 60) * 1000);
+      await this.createContainers(create, (timeoutSec + 60) * 1000);
     } catch (err) {
       if (!(err instanceof ComposeError)) throw err;
       // Compose names the failing container; the engine can say why (exit code, health output, logs).
@@ -114,6 +119,24 @@ export class Stack {
     const left = timeoutSec * 1000 - (Date.now() - started);
     await startActive(this.engine, this.spec.services, { timeoutMs: Math.max(left, 1000), onStart });
     return { started_in: Date.now() - started };
+  }
+
+  /**
+   * `up --no-start`; when another sidecar on this engine took the same subnet a moment earlier
+   * (Docker: "Pool overlaps"), the allocation is dropped and made again, now seeing that network.
+   */
+  private async createContainers(args: string[], timeoutMs: number): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.compose(args, timeoutMs);
+        return;
+      } catch (err) {
+        const overlap = err instanceof ComposeError && /overlaps/i.test(err.stderr);
+        if (!overlap || !this.opts.subnets || attempt >= 5) throw err;
+        await this.opts.subnets.release(this.envId);
+        await this.write();
+      }
+    }
   }
 
   /** Waits until every service (or those given) is healthy; StackUnhealthy with the failing one's logs otherwise. */
