@@ -12,6 +12,7 @@ import { hostRoutes } from './hosts/routes.ts';
 import type { App } from './http/app.ts';
 import { deviceRoutes } from './identity/device-routes.ts';
 import { identityRoutes } from './identity/routes.ts';
+import { metricsRoutes } from './metrics/routes.ts';
 import { projectRoutes } from './projects/routes.ts';
 import { releaseRoutes } from './releases/routes.ts';
 import { sandboxRoutes } from './sandboxes/routes.ts';
@@ -19,6 +20,7 @@ import { sandboxRoutes } from './sandboxes/routes.ts';
 export type RouteModule = (app: App, ctx: AppContext) => void | Promise<void>;
 
 const modules: RouteModule[] = [
+  metricsRoutes, // first: its onResponse hook observes every route
   (app) => {
     app.get('/health', { config: { auth: 'none' }, schema: { hide: true } }, async () => ({ status: 'ok' }));
   },
