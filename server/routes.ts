@@ -13,6 +13,7 @@ import type { App } from './http/app.ts';
 import { deviceRoutes } from './identity/device-routes.ts';
 import { identityRoutes } from './identity/routes.ts';
 import { metricsRoutes } from './metrics/routes.ts';
+import { poolRoutes } from './pool/routes.ts';
 import { projectRoutes } from './projects/routes.ts';
 import { releaseRoutes } from './releases/routes.ts';
 import { sandboxRoutes } from './sandboxes/routes.ts';
@@ -31,6 +32,7 @@ const modules: RouteModule[] = [
   envReadRoutes,
   envRoutes,
   sandboxRoutes,
+  poolRoutes,
   deploymentReadRoutes,
   cloudRoutes,
   hostRoutes,
