@@ -3,17 +3,22 @@
 // the same services (same images, commands and volumes; no depends_on, no healthchecks) measured
 // in the same run, interleaved. The template's images are the test stand-ins (test/support/images.ts).
 //
-//   node bench/fork/template.ts [--runs 5]
+//   node bench/fork/template.ts [--runs 5] [--xfs]
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { parse, stringify } from 'yaml';
+import { closeXfsLoop } from '../../sidecar/storage/xfs-loop.ts';
 import { finished, startReal } from '../../test/e2e/real.ts';
 import { ensureTemplateImages } from '../../test/support/images.ts';
 
-const { values } = parseArgs({ options: { runs: { type: 'string', default: '5' } } });
+const { values } = parseArgs({
+  options: { runs: { type: 'string', default: '5' }, xfs: { type: 'boolean', default: false } },
+});
+// --xfs: the sidecar keeps its datasets on its own XFS image (the --dev default; issue 15).
+if (values.xfs) process.env.SVC_XFS_LOOP = 'auto';
 const RUNS = Math.max(1, Number(values.runs));
 
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.ceil((p / 100) * xs.length) - 1];
@@ -95,12 +100,18 @@ try {
       `run ${i}: snapshot ${snapshot.at(-1)} ms (frozen ${frozen.at(-1)} ms), fork ${fork.at(-1)} ms (forked_in ${forkedIn.at(-1)} ms), bare up -d ${bare.at(-1)} ms`,
     );
   }
+  const host = (await r.t.req('GET', '/v1/hosts')).body.hosts[0];
+  console.error(`storage: ${host.Capabilities.storage}, copy-on-write: ${host.Capabilities.cow}`);
 } finally {
-  await r.close();
+  await r.close().catch((err) => console.error(`cleanup: ${err.message}`));
+  await closeXfsLoop(r.dataDir);
+  rmSync(r.dir, { recursive: true, force: true });
   rmSync(dir, { recursive: true, force: true });
 }
 const row = (name: string, xs: number[]) => `| ${name} | ${pct(xs, 50)} ms | ${pct(xs, 100)} ms |`;
-console.log(`\nrl-environment-ops template, ${RUNS} runs (interleaved), storage of the default --data dir\n`);
+console.log(
+  `\nrl-environment-ops template, ${RUNS} runs (interleaved), data dir on ${values.xfs ? "svcd's XFS image" : 'the temp dir'}\n`,
+);
 console.log('| what | p50 | max |\n|---|---|---|');
 console.log(row('fork through the API (deployment wall time)', fork));
 console.log(row('forked_in (sidecar: clone + start + health + egress probe)', forkedIn));
