@@ -17,5 +17,17 @@ export interface CommandFinished {
   ms: number;
 }
 
+/** After each warm-pool refill pass: every pool's target size and members. */
+export interface PoolState {
+  pools: { version: string; size: number; ready: number; starting: number }[];
+}
+
+/** One `POST /v1/sandboxes {from_version}`: served from the pool or forked cold. */
+export interface PoolClaim {
+  warm: boolean;
+}
+
 export const phaseFinished = channel('svc:phase-finished');
+export const poolState = channel('svc:pool-state');
+export const poolClaim = channel('svc:pool-claim');
 export const commandFinished = channel('svc:command-finished');

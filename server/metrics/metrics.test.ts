@@ -2,7 +2,7 @@
 // phase durations by deployment kind and hosts connected; an API key is required.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { deploy, type World, world } from '../../test/orchestrator/harness.ts';
+import { deploy, type World, waitFor, world } from '../../test/orchestrator/harness.ts';
 
 /** The value of one sample line, e.g. `svc_hosts_connected 1`; NaN when absent. */
 function sample(text: string, name: string, labels: Record<string, string> = {}): number {
@@ -74,4 +74,15 @@ test('a failed command is counted by kind', async () => {
   assert.notEqual(x.status, 200);
   const text = (await w.t.req('GET', '/metrics')).body as string;
   assert.ok(sample(text, 'svc_commands_failed_total', { kind: 'env.exec' }) >= 1, text.slice(0, 500));
+});
+
+test('warm pools: members by state and claims by where they came from', async () => {
+  const ver = (await deploy(w)).deployment.VersionID;
+  await w.t.req('POST', `/v1/versions/${ver}/pool`, { body: { size: 2 } });
+  const text = async () => (await w.t.req('GET', '/metrics')).body as string;
+  await waitFor(async () => sample(await text(), 'svc_pool_members', { version: ver, state: 'ready' }) === 2);
+  assert.equal(sample(await text(), 'svc_pool_members', { version: ver, state: 'target' }), 2);
+  const r = await w.t.req('POST', '/v1/sandboxes', { body: { from_version: ver } });
+  assert.equal(r.status, 201);
+  assert.ok(sample(await text(), 'svc_pool_claims_total', { from: 'pool' }) >= 1);
 });

@@ -16,6 +16,7 @@ import { checkEnvName, destroy, forkVersion, freeName } from '../envs/lifecycle.
 import * as envStore from '../envs/store.ts';
 import { BadRequest, Conflict, NotFound } from '../errors.ts';
 import type { Caller } from '../identity/auth.ts';
+import { type PoolState, poolState } from '../metrics/channels.ts';
 import * as store from './store.ts';
 
 export const MAX_POOL_SIZE = 50;
@@ -156,10 +157,16 @@ export class WarmPool {
   }
 
   async #refillAll(): Promise<void> {
+    const state: PoolState['pools'] = [];
     for (const pool of await store.listPools(this.#ctx.db)) {
       if (this.#stopped) return;
       await this.#refill(pool);
+      const members = await store.listMembers(this.#ctx.db, pool.version_id);
+      const ready = members.filter((m) => m.ready).length;
+      if (await store.getPool(this.#ctx.db, pool.team_id, pool.version_id))
+        state.push({ version: pool.version_id, size: pool.size, ready, starting: members.length - ready });
     }
+    poolState.publish({ pools: state });
   }
 
   async #refill(pool: store.PoolRow): Promise<void> {

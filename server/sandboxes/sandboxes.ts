@@ -8,6 +8,7 @@ import { deploySpec, forkVersion, freeName, type Started } from '../envs/lifecyc
 import * as envStore from '../envs/store.ts';
 import { BadRequest, NotFound, Timeout, Upstream } from '../errors.ts';
 import type { Caller } from '../identity/auth.ts';
+import { poolClaim } from '../metrics/channels.ts';
 import { poolOf } from '../pool/pool.ts';
 import { findProject, insertProject, type Project } from '../projects/store.ts';
 
@@ -90,7 +91,9 @@ async function claimWarm(ctx: AppContext, caller: Caller, req: SandboxRequest, p
   if (req.from_version === undefined || req.image !== undefined || pin) return null;
   const v = await envStore.getVersion(ctx.db, caller.teamId, req.from_version);
   if (!v?.Healthy || !v.Snapshot) return null; // start() says why
-  return (await poolOf(ctx)?.claim(caller, v, req.name)) ?? null;
+  const warm = (await poolOf(ctx)?.claim(caller, v, req.name)) ?? null;
+  poolClaim.publish({ warm: warm !== null });
+  return warm;
 }
 
 /** Starts the sandbox and waits for it: 201 when healthy, 502 when it failed, 504 at the timeout. */

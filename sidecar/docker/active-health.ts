@@ -216,9 +216,12 @@ async function observe(
   if (st.Paused) return ready(t);
   if (st.Status !== 'running') return;
   const cmd = probeCommand(t.svc.health);
-  if (!cmd || st.Health?.Status === 'healthy') {
+  if (st.Health?.Status === 'healthy') return ready(t);
+  if (!cmd) {
     // A one-shot is ready only when it has exited 0; running is not enough for its dependants.
-    if (!completes.has(t.svc.name) || cmd) return ready(t);
+    // Anything else without a check must stay up one probe interval, so a command that fails at
+    // once is reported as an exit rather than passing as started.
+    if (!completes.has(t.svc.name) && Date.now() - t.startedAt >= PROBE_EVERY_MS) return ready(t);
     return;
   }
   if (st.Health?.Status === 'unhealthy' && st.Health.FailingStreak > 0)
