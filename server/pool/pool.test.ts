@@ -42,6 +42,11 @@ forEachDialect('warm pool', (dialect) => {
     assert.ok((await listed()).includes(r.body.environment.ID), 'a claimed member is listed');
     await ready(ver, 3);
     assert.equal(forked().size, 4, 'one fork replaced the claimed member');
+    // Members wait paused; the claimed one was thawed before it was handed out.
+    const paused = w.sc.commands('env.pause').map((f) => f.env_id);
+    const thawed = w.sc.commands('env.unpause').map((f) => f.env_id);
+    for (const id of members) assert.ok(paused.includes(id), `${id} was paused`);
+    assert.deepEqual(thawed, [r.body.environment.ID]);
   });
 
   test('20 concurrent claims on a pool of 5: every sandbox is a different environment', async () => {

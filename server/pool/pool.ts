@@ -4,7 +4,7 @@
 // - `POST /v1/versions/{ver}/pool {size}` sets the size; GET reads it; DELETE removes the pool
 //   and destroys its members.
 // - Members are ordinary fork environments (stage `fork`) named `pool-<hex>`, hidden from
-//   listings until claimed. A claim deletes the member row (one statement: no double claim),
+//   listings until claimed, and paused (`env.pause`) once healthy; a claim thaws (`env.unpause`). A claim deletes the member row (one statement: no double claim),
 //   renames the environment to the sandbox's name and returns it with its fork deployment.
 // - A background refill (every second, and at once after a change or claim) forks what is
 //   missing, marks members ready when their fork succeeded, drops failed ones, and destroys every
@@ -15,12 +15,14 @@ import { getDeployment } from '../deployments/store.ts';
 import { checkEnvName, destroy, forkVersion, freeName } from '../envs/lifecycle.ts';
 import * as envStore from '../envs/store.ts';
 import { BadRequest, Conflict, NotFound } from '../errors.ts';
+import { commandTarget } from '../hosts/command-target.ts';
 import type { Caller } from '../identity/auth.ts';
 import { type PoolState, poolState } from '../metrics/channels.ts';
 import * as store from './store.ts';
 
 export const MAX_POOL_SIZE = 50;
 export const REFILL_EVERY_MS = 1000;
+const COMMAND_TIMEOUT_MS = 60_000;
 
 export interface PoolStatus {
   version: string;
@@ -123,6 +125,15 @@ export class WarmPool {
     const member = await store.claimMember(db, caller.teamId, v.ID);
     if (!member) return null;
     this.kick();
+    const env = await envStore.getEnv(db, caller.teamId, member.env_id);
+    try {
+      if (!env) return null;
+      await this.#command(caller.teamId, env, 'env.unpause');
+    } catch {
+      // A member that cannot be thawed is no sandbox: it goes, and the caller forks cold.
+      if (env) await destroy(db, this.#ctx.engine, caller, env.ID).catch(() => {});
+      return null;
+    }
     await this.#rename(v.ProjectID, member.env_id, name);
     const environment = await envStore.getEnv(db, caller.teamId, member.env_id);
     const deployment = await getDeployment(db, caller.teamId, member.deployment_id);
@@ -142,6 +153,15 @@ export class WarmPool {
         if (name !== undefined || attempt >= 10) throw err;
       }
     }
+  }
+
+  async #command(
+    teamId: string,
+    env: envStore.Environment,
+    kind: 'env.pause' | 'env.unpause',
+  ): Promise<void> {
+    const target = await commandTarget(this.#ctx.db, this.#ctx.hub, teamId, env.HostID);
+    await this.#ctx.dispatcher.run(target, env.ID, kind, {}, COMMAND_TIMEOUT_MS);
   }
 
   async #version(caller: Caller, versionId: string): Promise<envStore.Version> {
@@ -178,8 +198,11 @@ export class WarmPool {
     for (const m of members) {
       if (m.ready) continue;
       const env = await envStore.getEnv(db, pool.team_id, m.env_id);
-      if (env?.Status === 'running') await store.markReady(db, m.env_id);
-      else if (!env || env.Status === 'failed' || env.Status === 'destroyed')
+      if (env?.Status === 'running') {
+        // Paused, a member costs no CPU while it waits; a host that cannot pause keeps it running.
+        await this.#command(pool.team_id, env, 'env.pause').catch(() => {});
+        await store.markReady(db, m.env_id);
+      } else if (!env || env.Status === 'failed' || env.Status === 'destroyed')
         await this.#discard(caller, m.env_id);
     }
     members = await store.listMembers(db, v.ID);
