@@ -37,7 +37,14 @@ async function timed(fn: () => Promise<unknown>): Promise<number> {
 await ensureTemplateImages();
 const r = await startReal();
 const dir = mkdtempSync(join(tmpdir(), 'svc-bench-sbx-'));
-const series: Record<string, number[]> = { image: [], cold: [], warm: [], dockerRun: [], composeWait: [] };
+const series: Record<string, number[]> = {
+  image: [],
+  cold: [],
+  warm: [],
+  execOnly: [],
+  dockerRun: [],
+  composeWait: [],
+};
 try {
   const req = r.t.req;
   const exec = async (env: string) => {
@@ -69,8 +76,6 @@ try {
   const file = join(dir, 'compose.yaml');
   writeFileSync(file, stringify(doc));
   const pool = async () => (await req('GET', `/v1/versions/${ver}/pool`)).body.pool;
-  await req('POST', `/v1/versions/${ver}/pool`, { body: { size: 2 } });
-
   for (let i = 0; i < RUNS; i++) {
     let env = '';
     series.image.push(
@@ -84,15 +89,6 @@ try {
         env = await sandbox({ from_version: ver, name: `cold-${i}` });
       }),
     );
-    // Only cold forks count here: wait until the pool is full again, then claim.
-    await destroy(env);
-    for (let w = 0; (await pool()).ready < 2 && w < 600; w++)
-      await new Promise((res) => setTimeout(res, 200));
-    series.warm.push(
-      await timed(async () => {
-        env = await sandbox({ from_version: ver, name: `warm-${i}` });
-      }),
-    );
     await destroy(env);
     series.dockerRun.push(
       await timed(() => sh('docker', ['run', '--rm', '--network', 'none', BUSYBOX_IMAGE, 'true'])),
@@ -103,9 +99,27 @@ try {
     );
     await sh('docker', ['compose', '-p', project, '-f', file, 'down', '-v', '-t', '0']);
     console.error(
-      `run ${i}: ${Object.entries(series)
-        .map(([k, v]) => `${k} ${v.at(-1)?.toFixed(0)} ms`)
-        .join(', ')}`,
+      `run ${i}: ${['image', 'cold', 'dockerRun', 'composeWait'].map((k) => `${k} ${series[k].at(-1)?.toFixed(0)} ms`).join(', ')}`,
+    );
+  }
+  // Warm claims: a pool of 2 (members paused), refilled between claims.
+  await req('POST', `/v1/versions/${ver}/pool`, { body: { size: 2 } });
+  for (let i = 0; i < RUNS; i++) {
+    for (let w = 0; (await pool()).ready < 2 && w < 900; w++)
+      await new Promise((res) => setTimeout(res, 200));
+    let env = '';
+    series.warm.push(
+      await timed(async () => {
+        env = await sandbox({ from_version: ver, name: `warm-${i}` });
+      }),
+    );
+    const t0 = performance.now();
+    const x = await req('POST', `/v1/envs/${env}/exec`, { body: { service: 'main', cmd: ['true'] } });
+    series.execOnly.push(performance.now() - t0);
+    if (x.status !== 200) throw new Error('exec');
+    await destroy(env);
+    console.error(
+      `warm ${i}: ${series.warm.at(-1)?.toFixed(0)} ms (a later exec alone ${series.execOnly.at(-1)?.toFixed(0)} ms)`,
     );
   }
   await req('DELETE', `/v1/versions/${ver}/pool`);
@@ -118,7 +132,8 @@ try {
 const label: Record<string, string> = {
   image: 'image sandbox (busybox): POST /v1/sandboxes → first exec',
   cold: 'template stack, cold `from_version` fork → first exec',
-  warm: 'template stack, warm-pool claim → first exec',
+  warm: 'template stack, warm-pool claim (thaw) → first exec',
+  execOnly: 'of which: one exec through the API (measured right after)',
   dockerRun: 'baseline: `docker run --rm busybox true`',
   composeWait: 'baseline: `docker compose up -d --wait` of the template stack',
 };
