@@ -51,6 +51,11 @@ const forkedIn: number[] = [];
 const bare: number[] = [];
 const snapshot: number[] = [];
 const frozen: number[] = [];
+// The deployment's own span (created → finished), free of the harness's 200 ms polling.
+const snapshotServer: number[] = [];
+const forkServer: number[] = [];
+const took = (d: { CreatedAt: string; FinishedAt: string }) =>
+  Date.parse(d.FinishedAt) - Date.parse(d.CreatedAt);
 try {
   const tpl = (await r.t.req('GET', '/v1/templates')).body.templates.find(
     (x: any) => x.name === 'rl-environment-ops',
@@ -76,6 +81,7 @@ try {
     );
     if (s.deployment.Status !== 'succeeded') throw new Error(`snapshot: ${s.deployment.Error}`);
     snapshot.push(Date.now() - s0);
+    snapshotServer.push(took(s.deployment));
     const ev = s.phases.find((p: any) => p.Evidence?.frozen_for !== undefined)?.Evidence;
     frozen.push(ev?.frozen_for ?? Number.NaN);
     version = s.deployment.VersionID;
@@ -88,6 +94,7 @@ try {
     );
     if (f.deployment.Status !== 'succeeded') throw new Error(`fork: ${f.deployment.Error}\n${r.log()}`);
     fork.push(Date.now() - f0);
+    forkServer.push(took(f.deployment));
     forkedIn.push(f.phases.find((p: any) => p.Evidence?.forked_in_ms !== undefined)?.Evidence.forked_in_ms);
     await finished(r.t, (await r.t.req('DELETE', `/v1/envs/${f.deployment.EnvID}`)).body.deployment.ID);
 
@@ -114,9 +121,11 @@ console.log(
 );
 console.log('| what | p50 | max |\n|---|---|---|');
 console.log(row('fork through the API (deployment wall time)', fork));
+console.log(row('fork deployment, created → finished (server clock)', forkServer));
 console.log(row('forked_in (sidecar: clone + start + health + egress probe)', forkedIn));
 console.log(row('baseline: bare `docker compose up -d`, same services', bare));
 console.log(row('snapshot through the API (deployment wall time)', snapshot));
+console.log(row('snapshot deployment, created → finished (server clock)', snapshotServer));
 console.log(row('frozen_for', frozen));
 console.log(`fork p50 / bare p50 = ${(pct(fork, 50) / pct(bare, 50)).toFixed(2)}x`);
 process.exit(0);

@@ -34,12 +34,12 @@ export async function envSnapshot(
   let datasets: string[];
   try {
     datasets = await ctx.storage.snapshot(cmd.envId, name, spec.volumes);
-    await saveVersionSpec(ctx, cmd.envId, name, { ...spec, version: name });
   } finally {
     const all = spec.services.map((s) => s.name).filter((s) => !keep.includes(s));
     await engine.unpause(all);
   }
   const frozenFor = Date.now() - frozenAt;
+  await saveVersionSpec(ctx, cmd.envId, name, { ...spec, version: name });
   cmd.progress(
     `captured ${datasets.length} dataset${datasets.length === 1 ? '' : 's'}; frozen for ${frozenFor} ms`,
   );

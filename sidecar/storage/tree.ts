@@ -80,7 +80,10 @@ export class TreeBackend implements StorageBackend {
     await this.removeSnapshotDir(tmp);
     await mkdir(tmp, { recursive: true });
     try {
-      for (const v of volumes) await this.ops.copy(this.layout.volumePath(envId, v), join(tmp, v), true);
+      // All volumes at once: the stack is frozen for this (issue 15: frozen_for).
+      await Promise.all(
+        volumes.map((v) => this.ops.copy(this.layout.volumePath(envId, v), join(tmp, v), true)),
+      );
       await this.ops.flush(tmp);
       await rename(tmp, final);
       await fsyncDir(this.layout.snapsDir(envId));
