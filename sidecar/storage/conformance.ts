@@ -1,7 +1,7 @@
 // The behaviour every backend must show, run by each backend's test file against a real file
 // system. A backend adds only how to find what it may have left behind (subvolumes, datasets).
 import assert from 'node:assert/strict';
-import { readdir, writeFile } from 'node:fs/promises';
+import { readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Scratch } from './fixtures.ts';
@@ -85,6 +85,20 @@ export function storageSuite(label: string, opts: SuiteOptions): void {
       await writeFile(join(paths.data, 'kept'), 'x');
       assert.deepEqual(await store.prepare('prep1', VOLS), paths);
       assert.deepEqual(await readdir(paths.data), ['kept']);
+    });
+
+    it('says when the content is captured: at most once, before the snapshot is published; later writes stay out', async () => {
+      const paths = await store.prepare('cap1', ['data']);
+      await writeFile(join(paths.data, 'f'), 'before');
+      const calls: boolean[] = [];
+      await store.snapshot('cap1', 'ver_c', ['data'], async () => {
+        calls.push(await store.hasSnapshot('cap1', 'ver_c'));
+        await writeFile(join(paths.data, 'f'), 'after the thaw'); // the stack runs again
+      });
+      assert.ok(calls.length <= 1 && calls.every((published) => !published), JSON.stringify(calls));
+      await store.clone('cap1', 'ver_c', 'cap2', ['data']);
+      const copy = await readFile(join(store.volumePath('cap2', 'data'), 'f'), 'utf8');
+      assert.equal(copy, calls.length ? 'before' : copy);
     });
 
     it('rollback restores content, owners, modes, symlinks, hard links and holes exactly', async () => {

@@ -66,7 +66,12 @@ export class TreeBackend implements StorageBackend {
     }
   }
 
-  async snapshot(envId: string, name: string, volumes: string[]): Promise<string[]> {
+  async snapshot(
+    envId: string,
+    name: string,
+    volumes: string[],
+    captured?: () => Promise<void>,
+  ): Promise<string[]> {
     checkVolumes(volumes);
     const final = this.layout.snapDir(envId, name);
     if (await this.hasSnapshot(envId, name))
@@ -84,6 +89,8 @@ export class TreeBackend implements StorageBackend {
       await Promise.all(
         volumes.map((v) => this.ops.copy(this.layout.volumePath(envId, v), join(tmp, v), true)),
       );
+      // The copies are independent of the live volumes now: later writes cannot reach them.
+      await captured?.();
       await this.ops.flush(tmp);
       await rename(tmp, final);
       await fsyncDir(this.layout.snapsDir(envId));

@@ -21,7 +21,17 @@ export interface StorageBackend {
    * Captures every listed volume under `name` (the version id) and returns the dataset names.
    * All or nothing: a failure leaves no snapshot of that name. The caller has paused the stack.
    */
-  snapshot(envId: string, name: string, volumes: string[]): Promise<string[]>;
+  snapshot(
+    envId: string,
+    name: string,
+    volumes: string[],
+    /**
+     * Called once the content is captured and before it is made durable and published, so the
+     * caller can thaw the stack early (issue 15: frozen_for). Backends whose snapshot is one
+     * atomic step (zfs) may not call it; the caller thaws afterwards then.
+     */
+    captured?: () => Promise<void>,
+  ): Promise<string[]>;
   hasSnapshot(envId: string, name: string): Promise<boolean>;
   /**
    * Creates `toEnv`'s volumes from `fromEnv`'s snapshot. The copy is independent of the source:

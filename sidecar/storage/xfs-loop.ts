@@ -247,7 +247,9 @@ export function growing(backend: StorageBackend, loop: XfsLoop): StorageBackend 
     hasSnapshot: (env, name) => backend.hasSnapshot(env, name),
     destroy: (env) => backend.destroy(env),
     prepare: roomFirst((env: string, vols: string[]) => backend.prepare(env, vols)),
-    snapshot: roomFirst((env: string, name: string, vols: string[]) => backend.snapshot(env, name, vols)),
+    snapshot: roomFirst((env: string, name: string, vols: string[], captured?: () => Promise<void>) =>
+      backend.snapshot(env, name, vols, captured),
+    ),
     clone: roomFirst((from: string, snap: string, to: string, vols: string[]) =>
       backend.clone(from, snap, to, vols),
     ),
