@@ -138,7 +138,7 @@ const label: Record<string, string> = {
   composeWait: 'baseline: `docker compose up -d --wait` of the template stack',
 };
 console.log(
-  `\ncreate → first exec, ${RUNS} runs each (interleaved)\n\n| what | p50 | p99 (max) |\n|---|---|---|`,
+  `\ncreate → first exec, ${RUNS} runs each (cold series interleaved with the baselines, then the warm series)\n\n| what | p50 | p99 (max) |\n|---|---|---|`,
 );
 for (const [k, v] of Object.entries(series))
   console.log(`| ${label[k]} | ${pct(v, 50).toFixed(0)} ms | ${pct(v, 99).toFixed(0)} ms |`);
