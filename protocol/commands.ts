@@ -13,6 +13,9 @@ export const COMMAND_KINDS = [
   'verify.collect',
   'verify.run',
   'env.destroy',
+  // Warm pools (issue 15): members wait paused, costing no CPU, and are thawed when claimed.
+  'env.pause',
+  'env.unpause',
 ] as const;
 /** In the protocol but never sent; sidecars answer them with `unknown command kind`. */
 export const RESERVED_KINDS = ['egress.set', 'clock.set', 'ingress.set'] as const;
@@ -37,6 +40,8 @@ export interface Capabilities {
   memory_mb: number;
   disk_gb: number;
   storage: 'zfs' | 'btrfs' | 'dir';
+  /** How clones share data: `xfs-loop` = dir storage on svcd's own XFS image (issue 15). */
+  cow?: 'zfs' | 'btrfs' | 'reflink' | 'xfs-loop' | 'none';
   docker: string;
   compose: boolean;
   netns: boolean;
@@ -74,6 +79,8 @@ export interface Payloads {
   'verify.collect': { id: string; agent_service: string; collect: string[] };
   'verify.run': { id: string; verifier: VerifierSpec; refused: boolean };
   'env.destroy': Record<string, never>;
+  'env.pause': Record<string, never>;
+  'env.unpause': Record<string, never>;
 }
 
 export interface Results {
@@ -109,4 +116,7 @@ export interface Results {
     ran_for: number;
   };
   'env.destroy': { destroyed: string };
+  /** Services whose containers changed state. */
+  'env.pause': { services: string[] };
+  'env.unpause': { services: string[] };
 }

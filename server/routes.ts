@@ -14,6 +14,8 @@ import { hostRoutes } from './hosts/routes.ts';
 import type { App } from './http/app.ts';
 import { deviceRoutes } from './identity/device-routes.ts';
 import { identityRoutes } from './identity/routes.ts';
+import { metricsRoutes } from './metrics/routes.ts';
+import { poolRoutes } from './pool/routes.ts';
 import { projectRoutes } from './projects/routes.ts';
 import { providerRoutes } from './providers/routes.ts';
 import { releaseRoutes } from './releases/routes.ts';
@@ -22,6 +24,7 @@ import { sandboxRoutes } from './sandboxes/routes.ts';
 export type RouteModule = (app: App, ctx: AppContext) => void | Promise<void>;
 
 const modules: RouteModule[] = [
+  metricsRoutes, // first: its onResponse hook observes every route
   (app) => {
     app.get('/health', { config: { auth: 'none' }, schema: { hide: true } }, async () => ({ status: 'ok' }));
   },
@@ -32,6 +35,7 @@ const modules: RouteModule[] = [
   envReadRoutes,
   envRoutes,
   sandboxRoutes,
+  poolRoutes,
   deploymentReadRoutes,
   cloudRoutes,
   hostRoutes,

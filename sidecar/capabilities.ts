@@ -10,6 +10,7 @@ export interface Probes {
   dockerVersion(): Promise<string>;
   composePresent(): Promise<boolean>;
   storage: Capabilities['storage'];
+  cow?: Capabilities['cow'];
   dataDir: string;
 }
 
@@ -37,6 +38,7 @@ export async function detectCapabilities(p: Probes): Promise<Capabilities> {
     memory_mb: Math.round(totalmem() / 1024 ** 2),
     disk_gb: freeDiskGb(p.dataDir),
     storage: p.storage,
+    ...(p.cow ? { cow: p.cow } : {}),
     docker,
     compose,
     netns: process.platform === 'linux' && process.getuid?.() === 0,

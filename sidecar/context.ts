@@ -10,6 +10,7 @@ import type { ComposeTool } from './docker/compose-tool.ts';
 import type { ProbeOptions } from './docker/egress.ts';
 import { NoComposeTool } from './docker/errors.ts';
 import { Stack } from './docker/stack.ts';
+import type { SubnetAllocator } from './docker/subnets.ts';
 import type { StorageBackend } from './storage/index.ts';
 
 export interface SavedSpec {
@@ -31,6 +32,8 @@ export interface SidecarContext {
   readers: Map<string, Set<Promise<unknown>>>;
   /** The fault suite's hold hook (sidecar/test-hold.ts); absent unless SVC_TEST_HOOKS=1. */
   hold?: (point: string, commandId: string) => Promise<void>;
+  /** Each environment's network subnet (issue 15); Docker's default pools when absent. */
+  subnets?: SubnetAllocator;
 }
 
 export const envDir = (ctx: SidecarContext, envId: string) => join(ctx.dataDir, 'envs', envId);
@@ -90,5 +93,6 @@ export function stackOf(
     tool: composeTool(ctx),
     docker: ctx.docker,
     volumePaths,
+    subnets: ctx.subnets,
   });
 }

@@ -2,11 +2,13 @@
 // identity → open storage, find the compose tool → finish commands a crash cut off → keep the one
 // outbound stream open until stopped or refused (1008 is fatal and exits non-zero).
 import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
 import type { Capabilities } from '../protocol/commands.ts';
 import { detectCapabilities, VERSION } from './capabilities.ts';
 import type { SidecarContext } from './context.ts';
 import { type ComposeFlavor, detectComposeTool } from './docker/compose-tool.ts';
 import { dockerClient } from './docker/engine.ts';
+import { subnetAllocatorFromEnv } from './docker/subnets.ts';
 import { handlers, undoInterrupted } from './handlers/index.ts';
 import { install } from './install.ts';
 import { Link, Refused } from './link.ts';
@@ -64,7 +66,8 @@ export async function runSidecar(opts: SidecarOptions): Promise<number> {
   if (!server) throw new UsageError('no server: pass --server (or SVC_SERVER)');
   if (!saved && !opts.token) throw new UsageError('the first join needs --token (or SVC_JOIN_TOKEN)');
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });
-  const storage = await openStorage({ dataDir, zfsPool: zfsPool || undefined });
+  const xfsLoop = process.env.SVC_XFS_LOOP === 'auto';
+  const storage = await openStorage({ dataDir, zfsPool: zfsPool || undefined, xfsLoop, log });
   const tool = await detectComposeTool(
     (process.env.SVC_COMPOSE as ComposeFlavor | undefined) || undefined,
   ).catch((err) => {
@@ -77,6 +80,7 @@ export async function runSidecar(opts: SidecarOptions): Promise<number> {
     detectCapabilities({
       dataDir,
       storage: storage.kind,
+      cow: storage.cow,
       dockerVersion: async () => ((await docker.version()) as { Version: string }).Version,
       composePresent: async () => tool !== null,
     });
@@ -91,6 +95,7 @@ export async function runSidecar(opts: SidecarOptions): Promise<number> {
     log,
     readers: new Map(),
     hold: testHold(dataDir, log),
+    subnets: subnetAllocatorFromEnv(join(dataDir, 'envs'), docker),
   };
 
   let link: Link | null = null;
@@ -119,7 +124,7 @@ export async function runSidecar(opts: SidecarOptions): Promise<number> {
   process.once('SIGINT', stop);
   watchParent(stop);
   log(
-    `svcd ${VERSION}: storage ${storage.kind} under ${dataDir}, ${tool ? tool.argv.join(' ') : 'no compose tool'}`,
+    `svcd ${VERSION}: storage ${storage.kind} (copy-on-write: ${storage.cow ?? 'none'}) under ${dataDir}, ${tool ? tool.argv.join(' ') : 'no compose tool'}`,
   );
   try {
     await link.run();

@@ -120,4 +120,18 @@ const v10: Migration = {
 };
 
 
-export const MIGRATIONS: readonly Migration[] = [v1, v2, v4, v5, v10];
+// Warm pools (issue 15, server/pool): a version's pool size, and the forks kept ready for it.
+const v7: Migration = {
+  version: 7,
+  name: 'warm pools',
+  up: () => [
+    `CREATE TABLE pools (version_id TEXT PRIMARY KEY, team_id TEXT NOT NULL, size INTEGER NOT NULL,
+      created_at TEXT NOT NULL)`,
+    `CREATE TABLE pool_members (env_id TEXT PRIMARY KEY, version_id TEXT NOT NULL, team_id TEXT NOT NULL,
+      deployment_id TEXT NOT NULL DEFAULT '', ready INTEGER NOT NULL DEFAULT 0, created_at TEXT NOT NULL)`,
+    'CREATE INDEX pool_members_version ON pool_members (version_id, ready, created_at)',
+  ],
+};
+
+
+export const MIGRATIONS: readonly Migration[] = [v1, v2, v4, v5, v7, v10];

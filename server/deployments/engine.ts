@@ -2,11 +2,13 @@
 // evidence, then a verdict), and this one engine runs every kind and applies the failure rule
 // (spec "Failure rule"): when a phase fails, the phases after it are skipped, the deployment's
 // Error is `<phase>: <message>`, and the verdict runs anyway so the outcome is recorded.
+
 import { EventEmitter } from 'node:events';
 import { type Db, json, now } from '../db/types.ts';
 import { appendEvent } from '../events/store.ts';
 import { PHASE_TIMEOUT_MS } from '../hosts/dispatcher.ts';
 import { bounded, CANCEL_GRACE_MS } from './bounded.ts';
+import { type PhaseFinished, phaseFinished } from '../metrics/channels.ts';
 import type { OrchestratorDeps } from './deps.ts';
 import {
   type Deployment,
@@ -223,6 +225,8 @@ export class Engine {
 
   async #phase(ctx: RunContext<unknown>, def: PhaseDef<unknown>, seq: number): Promise<Failure | null> {
     const id = ctx.dep.ID;
+    const t0 = Date.now();
+    let status: PhaseFinished['status'] = 'failed';
     await updatePhase(this.db, id, seq, { status: 'running', startedAt: now() });
     try {
       const out = await bounded(
@@ -235,6 +239,7 @@ export class Engine {
         this.cancelGraceMs,
       );
       const skipped = out instanceof Skip;
+      status = skipped ? 'skipped' : 'ok';
       await updatePhase(this.db, id, seq, {
         status: skipped ? 'skipped' : 'ok',
         evidence: skipped ? out.evidence : (out ?? null),
@@ -248,6 +253,7 @@ export class Engine {
       await updateDeployment(this.db, id, { error: `${def.name}: ${message}` });
       return { phase: def.name, message };
     } finally {
+      phaseFinished.publish({ kind: ctx.dep.Kind, phase: def.name, status, ms: Date.now() - t0 });
       await this.#saveParams(ctx);
     }
   }

@@ -14,15 +14,28 @@ import { getVersion } from './store.ts';
 export const EXEC_GRACE_SEC = 10;
 export const MAX_EXEC_TIMEOUT_SEC = 24 * 3600;
 
+/** Service names by version id: a version's spec never changes, so the exec hot path reads it once. */
+const servicesOf = new Map<string, string[] | null>();
+
+async function versionServices(ctx: AppContext, teamId: string, versionId: string): Promise<string[] | null> {
+  const known = servicesOf.get(versionId);
+  if (known !== undefined) return known;
+  const v = await getVersion(ctx.db, teamId, versionId);
+  const names = v ? v.Spec.services.map((s) => s.name) : null;
+  if (servicesOf.size >= 10_000) servicesOf.clear();
+  if (names) servicesOf.set(versionId, names);
+  return names;
+}
+
 async function targetFor(ctx: AppContext, caller: Caller, envId: string, service: string) {
   const env = await envOf(ctx.db, caller, envId);
   assertLive(env);
   if (!env.HostID || !env.CurrentVersionID)
     throw new Conflict(`environment ${env.ID} has no running stack yet`);
-  const v = await getVersion(ctx.db, caller.teamId, env.CurrentVersionID);
-  if (v && !v.Spec.services.some((s) => s.name === service)) {
+  const services = await versionServices(ctx, caller.teamId, env.CurrentVersionID);
+  if (services && !services.includes(service)) {
     throw new BadRequest(
-      `environment ${env.ID} has no service '${service}' (services: ${v.Spec.services.map((s) => s.name).join(', ')})`,
+      `environment ${env.ID} has no service '${service}' (services: ${services.join(', ')})`,
     );
   }
   try {

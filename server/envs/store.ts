@@ -147,8 +147,10 @@ export async function findEnvByName(
 }
 
 export async function listEnvs(q: Queryable, teamId: string, projectId: string): Promise<Environment[]> {
+  // Warm-pool members (server/pool) are not listed until claimed.
   const rows = await q.all<EnvRow>(
-    'SELECT * FROM environments WHERE team_id = ? AND project_id = ? ORDER BY created_at, id',
+    `SELECT * FROM environments WHERE team_id = ? AND project_id = ?
+       AND id NOT IN (SELECT env_id FROM pool_members) ORDER BY created_at, id`,
     [teamId, projectId],
   );
   return rows.map(envOf);
@@ -159,6 +161,11 @@ export interface EnvPatch {
   hostId?: string;
   currentVersionId?: string;
   endpoints?: Record<string, string>;
+}
+
+/** Renames an environment (a claimed warm-pool member takes the sandbox's name). */
+export async function renameEnv(q: Queryable, id: string, name: string): Promise<void> {
+  await q.run('UPDATE environments SET name = ? WHERE id = ?', [name, id]);
 }
 
 export async function updateEnv(q: Queryable, id: string, p: EnvPatch): Promise<void> {

@@ -2,12 +2,14 @@
 // recorded before written; ack, progress (events on `cmd:<id>`), one result stored on the row;
 // one command at a time per environment on a host; bounded by a timeout; failed promptly when the
 // host's stream drops. Driver hosts run the same lifecycle in-process.
+
 import type { CommandKind, Payloads, Results } from '../../protocol/commands.ts';
 import { type Frame, frame } from '../../protocol/frames.ts';
 import { newId, PREFIX } from '../../protocol/ids.ts';
 import type { Db } from '../db/types.ts';
 import { now } from '../db/types.ts';
 import { appendEvent } from '../events/store.ts';
+import { commandFinished } from '../metrics/channels.ts';
 import { finishCommand, getCommand, insertCommand, markAcked } from './command-store.ts';
 import { checkResult } from './result-check.ts';
 
@@ -121,6 +123,8 @@ export class Dispatcher {
     signal?: AbortSignal,
   ) {
     const id = newId(PREFIX.command);
+    const t0 = Date.now();
+    let ok = false;
     await insertCommand(this.#db, { id, hostId: target.hostId, envId, teamId: target.teamId, kind, payload });
     const outcome =
       target.kind === 'sidecar'
@@ -140,6 +144,7 @@ export class Dispatcher {
       // Shape-checked before the row says succeeded: a malformed result fails the command (502).
       const result = checkResult(kind, await Promise.race([outcome, timeout]));
       await finishCommand(this.#db, id, { ok: true, result }, this.#takeAck(id));
+      ok = true;
       return result;
     } catch (err) {
       const message = (err as Error).message;
@@ -149,6 +154,7 @@ export class Dispatcher {
       clearTimeout(timer);
       signal?.removeEventListener('abort', onAbort);
       this.#pending.delete(id);
+      commandFinished.publish({ kind, ok, ms: Date.now() - t0 });
     }
   }
 

@@ -25,6 +25,8 @@ const REQUIRED: Partial<Record<CommandKind, Check[]>> = {
     ['stderr', 'string'],
   ],
   'env.get': [['tar_b64', 'string']],
+  'env.pause': [['services', 'array']],
+  'env.unpause': [['services', 'array']],
   'verify.collect': [
     ['files', 'number'],
     ['bytes', 'number'],

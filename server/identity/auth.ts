@@ -32,12 +32,27 @@ declare module 'fastify' {
 /** LastUsedAt is written at most this often per key, so reads stay reads under load. */
 const TOUCH_EVERY_MS = 60_000;
 
+/**
+ * A valid API key is remembered this long (issue 15: one lookup per key, not per request, on the
+ * exec hot path). Revoking through this process forgets it at once; elsewhere (another control
+ * plane on the same Postgres, the device flow) it stops working within this bound.
+ * `SVC_AUTH_CACHE_MS=0` turns it off.
+ */
+export const KEY_CACHE_MS = Number(process.env.SVC_AUTH_CACHE_MS ?? 2000);
+const KEY_CACHE_MAX = 10_000;
+
 export class Authenticator {
   #db: Db;
   #touched = new Map<string, number>();
+  #keys = new Map<string, { caller: Caller; until: number }>();
 
   constructor(db: Db) {
     this.#db = db;
+  }
+
+  /** Forgets a revoked key at once. */
+  forgetKey(keyId: string): void {
+    for (const [hash, e] of this.#keys) if (e.caller.keyId === keyId) this.#keys.delete(hash);
   }
 
   async authenticate(
@@ -55,17 +70,30 @@ export class Authenticator {
 
   /** A bad or revoked key is 401 on every route; only a valid one on a `user` route is 403. */
   async #fromKey(token: string, mode: AuthMode): Promise<Caller> {
+    const caller = await this.#keyCaller(token);
+    if (mode === 'user') throw new Forbidden('this route needs a user session; API keys are refused');
+    return caller;
+  }
+
+  /** The caller a valid key stands for (cached briefly); 401 for a bad or revoked one. */
+  async #keyCaller(token: string): Promise<Caller> {
     const hash = hashSecret(token);
+    const nowMs = Date.now();
+    const cached = this.#keys.get(hash);
+    if (cached && cached.until > nowMs) return { ...cached.caller };
     const row = await findKeyByHash(this.#db, hash);
     if (!row || !sameHash(hash, row.key_hash)) throw new Unauthorized('invalid API key');
     if (row.revoked_at) throw new Unauthorized('API key revoked');
-    if (mode === 'user') throw new Forbidden('this route needs a user session; API keys are refused');
-    const nowMs = Date.now();
     if (nowMs - (this.#touched.get(row.id) ?? 0) >= TOUCH_EVERY_MS) {
       this.#touched.set(row.id, nowMs);
       await touchKey(this.#db, row.id, new Date(nowMs).toISOString());
     }
-    return { teamId: row.team_id, role: 'key', keyId: row.id };
+    const caller: Caller = { teamId: row.team_id, role: 'key', keyId: row.id };
+    if (KEY_CACHE_MS > 0) {
+      if (this.#keys.size >= KEY_CACHE_MAX) this.#keys.clear();
+      this.#keys.set(hash, { caller, until: nowMs + KEY_CACHE_MS });
+    }
+    return { ...caller };
   }
 
   async #fromSession(token: string, teamHeader: string | undefined): Promise<Caller> {

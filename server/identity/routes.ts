@@ -99,6 +99,10 @@ export function identityRoutes(app: App, ctx: AppContext): void {
         params: IdParam('id', 'Key id (key_…)'),
       },
     },
-    async (req) => revokeKey(ctx.db, req.caller.teamId, req.params.id),
+    async (req) => {
+      const out = await revokeKey(ctx.db, req.caller.teamId, req.params.id);
+      ctx.auth.forgetKey(req.params.id); // the key cache must not outlive a revocation here
+      return out;
+    },
   );
 }

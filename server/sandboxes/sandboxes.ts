@@ -8,6 +8,8 @@ import { assertSnapshot, deploySpec, forkVersion, freeName, type Started } from 
 import * as envStore from '../envs/store.ts';
 import { BadRequest, NotFound, Timeout, Upstream } from '../errors.ts';
 import type { Caller } from '../identity/auth.ts';
+import { poolClaim } from '../metrics/channels.ts';
+import { poolOf } from '../pool/pool.ts';
 import { findProject, insertProject, type Project } from '../projects/store.ts';
 
 export const DEFAULT_SANDBOX_PROJECT = 'sandboxes';
@@ -84,6 +86,16 @@ async function start(
   return deploySpec(ctx.db, ctx.engine, caller, project, spec, { env: name, target: pin });
 }
 
+/** A ready warm-pool member of `from_version` (issue 15), or null: it is healthy already. */
+async function claimWarm(ctx: AppContext, caller: Caller, req: SandboxRequest, pin: string | null) {
+  if (req.from_version === undefined || req.image !== undefined || pin) return null;
+  const v = await envStore.getVersion(ctx.db, caller.teamId, req.from_version);
+  if (!v?.Healthy || !v.Snapshot) return null; // start() says why
+  const warm = (await poolOf(ctx)?.claim(caller, v, req.name)) ?? null;
+  poolClaim.publish({ warm: warm !== null });
+  return warm;
+}
+
 /** Starts the sandbox and waits for it: 201 when healthy, 502 when it failed, 504 at the timeout. */
 export async function createSandbox(
   ctx: AppContext,
@@ -99,6 +111,8 @@ export async function createSandbox(
     ]);
     if (!cloud) throw new NotFound(`no cloud named ${pin}`);
   }
+  const warm = await claimWarm(ctx, caller, req, pin);
+  if (warm) return warm;
   const started = await start(ctx, caller, req, pin);
   const dep = started.deployment;
   const timeoutSec = req.timeout_sec ?? DEFAULT_SANDBOX_TIMEOUT_SEC;

@@ -58,6 +58,9 @@ export function isolationRules(bridge: string, envId: string): string[][] {
   const tag = ['-m', 'comment', '--comment', `svc:${envId}`];
   return [
     ['-i', bridge, '-m', 'conntrack', '--ctstate', 'RELATED,ESTABLISHED', ...tag, '-j', 'RETURN'],
+    // TCP is refused rather than dropped, so a probe (and a user's client) learns at once instead
+    // of after a connect timeout (issue 15: the egress probe waited 4 s on every deny start).
+    ['-i', bridge, '-p', 'tcp', ...tag, '-j', 'REJECT', '--reject-with', 'tcp-reset'],
     ['-i', bridge, ...tag, '-j', 'DROP'],
   ];
 }

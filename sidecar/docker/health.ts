@@ -5,6 +5,7 @@
 // unhealthy fails the wait at once with its exit code, last health output and last log lines.
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ServiceRecord } from '../../protocol/spec.ts';
+import { oneShots, PROBE_EVERY_MS, probeOnce } from './active-health.ts';
 import type { Engine } from './engine.ts';
 import { dockerMessage, StackUnhealthy, tail } from './errors.ts';
 
@@ -15,19 +16,12 @@ interface Probe {
   verdict: Verdict;
 }
 
-function oneShots(services: ServiceRecord[]): Set<string> {
-  const out = new Set<string>();
-  for (const s of services)
-    for (const [dep, d] of Object.entries(s.depends_on))
-      if (d.condition === 'service_completed_successfully') out.add(dep);
-  return out;
-}
-
 async function check(engine: Engine, services: ServiceRecord[]): Promise<Probe[]> {
   const containers = await engine.containers();
   const completed = oneShots(services);
   return Promise.all(
-    services.map(async ({ name }): Promise<Probe> => {
+    services.map(async (svc): Promise<Probe> => {
+      const name = svc.name;
       const c = containers.find((x) => x.service === name);
       if (!c) return { service: name, verdict: { ready: false, failed: false, why: 'has no container yet' } };
       let info: Awaited<ReturnType<Engine['inspect']>>;
@@ -54,6 +48,9 @@ async function check(engine: Engine, services: ServiceRecord[]): Promise<Probe[]
       if (!health || health.Status === 'healthy') return { service: name, verdict: { ready: true } };
       // Docker marks a paused container unhealthy without a failed check; after the unpause it
       // turns healthy at the next check. Only failed checks make a service fail the wait.
+      // Docker checks only every `interval` (and a check cut by a pause can leave a stale
+      // 'unhealthy'): one passing check of our own is enough (active-health.ts).
+      if ((await probeOnce(engine, c.id, svc)).ok) return { service: name, verdict: { ready: true } };
       if (health.Status === 'unhealthy' && health.FailingStreak > 0)
         return no(true, `is unhealthy after ${health.FailingStreak} failed checks`);
       return no(false, `is ${health.Status === 'starting' ? 'starting (health: starting)' : health.Status}`);
@@ -101,7 +98,7 @@ export async function waitHealthy(
         `${engine.project} not healthy after ${secs}s: ${await describe(engine, probes)}`,
       );
     }
-    await sleep(Math.min(500, Math.max(deadline - Date.now(), 10)));
+    await sleep(Math.min(PROBE_EVERY_MS, Math.max(deadline - Date.now(), 10)));
   }
 }
 

@@ -28,6 +28,8 @@ export interface RenderInput {
   volumePaths: Record<string, string>;
   /** Cpu limits above the host's cpu count are refused by Docker; they are lowered to it. */
   hostCpus?: number;
+  /** The network's IPv4 subnet (subnets.ts); Docker's default pools when unset. */
+  subnet?: string;
 }
 
 const PROJECT = /^[a-z0-9][a-z0-9_-]*$/;
@@ -131,6 +133,7 @@ export function composeDocument(input: RenderInput): Record<string, unknown> {
         internal: input.egress === 'deny',
         driver_opts: { 'com.docker.network.bridge.name': bridgeName(input.envId) },
         labels,
+        ...(input.subnet ? { ipam: { config: [{ subnet: input.subnet }] } } : {}),
       },
     },
   };

@@ -6,6 +6,7 @@ import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import type Docker from 'dockerode';
 import type { Egress, ServiceRecord } from '../../protocol/spec.ts';
+import { startActive } from './active-health.ts';
 import { type ComposeTool, runCompose } from './compose-tool.ts';
 import { type ProbeOptions, type ProbeReport, verifyEgress } from './egress.ts';
 import { Engine, PROJECT_LABEL } from './engine.ts';
@@ -14,6 +15,7 @@ import { type FirewallOptions, isolateBridge, releaseBridge } from './firewall.t
 import { diagnose, waitHealthy } from './health.ts';
 import { primaryIPv4 } from './hostip.ts';
 import { bridgeName, networkName, projectName, renderCompose } from './render.ts';
+import type { SubnetAllocator } from './subnets.ts';
 
 export interface StackSpec {
   services: ServiceRecord[];
@@ -35,6 +37,8 @@ export interface StackOptions {
   /** Host part of endpoints; default the host's primary IPv4 address. */
   endpointHost?: string;
   firewall?: FirewallOptions;
+  /** Gives the stack's network a subnet of its own (issue 15); Docker's pools when absent. */
+  subnets?: SubnetAllocator;
 }
 
 export class Stack {
@@ -70,11 +74,13 @@ export class Stack {
 
   /** Renders the compose file and writes it atomically; returns its text. */
   async write(): Promise<string> {
+    const subnet = await this.opts.subnets?.allocate(this.envId);
     const text = renderCompose({
       envId: this.envId,
       ...this.spec,
       volumePaths: this.opts.volumePaths ?? {},
       hostCpus: availableParallelism(),
+      subnet,
     });
     await mkdir(this.opts.dir, { recursive: true });
     const tmp = `${this.composeFile}.tmp`;
@@ -89,30 +95,48 @@ export class Stack {
    *
    * Two steps: the containers are (re)created first without starting (`--force-recreate`; Docker
    * copies an image's content and owner into an empty volume at create time), then `beforeStart`
-   * runs (e.g. giving a fresh volume to the service's non-root user), then they start with wait.
+   * runs (e.g. giving a fresh volume to the service's non-root user), then the sidecar starts them
+   * itself in dependency order, checking health actively (active-health.ts).
    */
-  async up(timeoutSec = 600, beforeStart?: () => Promise<void>): Promise<{ started_in: number }> {
+  async up(
+    timeoutSec = 600,
+    beforeStart?: () => Promise<void>,
+    onStart?: (service: string) => void,
+  ): Promise<{ started_in: number }> {
     await this.write();
     if (this.spec.egress === 'deny') await isolateBridge(this.bridge, this.envId, this.opts.firewall);
     const started = Date.now();
     const create = ['up', '--no-start', '--force-recreate', '--remove-orphans'];
     if (this.tool.flavor === 'v2') create.splice(2, 0, '--quiet-pull');
-    const start =
-      this.tool.flavor === 'v2'
-        ? ['up', '-d', '--wait', '--wait-timeout', String(timeoutSec), '--remove-orphans']
-        : ['up', '-d', '--remove-orphans'];
     try {
-      await this.compose(create, (timeoutSec + 60) * 1000);
-      await beforeStart?.();
-      await this.compose(start, (timeoutSec + 60) * 1000);
+      await this.createContainers(create, (timeoutSec + 60) * 1000);
     } catch (err) {
       if (!(err instanceof ComposeError)) throw err;
       // Compose names the failing container; the engine can say why (exit code, health output, logs).
       throw (await diagnose(this.engine, this.spec.services, err.stderr)) ?? err;
     }
+    await beforeStart?.();
     const left = timeoutSec * 1000 - (Date.now() - started);
-    await this.waitHealthy(Math.max(left, 1000));
+    await startActive(this.engine, this.spec.services, { timeoutMs: Math.max(left, 1000), onStart });
     return { started_in: Date.now() - started };
+  }
+
+  /**
+   * `up --no-start`; when another sidecar on this engine took the same subnet a moment earlier
+   * (Docker: "Pool overlaps"), the allocation is dropped and made again, now seeing that network.
+   */
+  private async createContainers(args: string[], timeoutMs: number): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.compose(args, timeoutMs);
+        return;
+      } catch (err) {
+        const overlap = err instanceof ComposeError && /overlaps/i.test(err.stderr);
+        if (!overlap || !this.opts.subnets || attempt >= 5) throw err;
+        await this.opts.subnets.release(this.envId);
+        await this.write();
+      }
+    }
   }
 
   /** Waits until every service (or those given) is healthy; StackUnhealthy with the failing one's logs otherwise. */
@@ -127,8 +151,7 @@ export class Stack {
   /** Starts stopped containers again (firewall rules first) and waits for health. */
   async start(timeoutSec = 600): Promise<void> {
     if (this.spec.egress === 'deny') await isolateBridge(this.bridge, this.envId, this.opts.firewall);
-    await this.compose(['start'], (timeoutSec + 60) * 1000);
-    await this.waitHealthy(timeoutSec * 1000);
+    await startActive(this.engine, this.spec.services, { timeoutMs: timeoutSec * 1000 });
   }
 
   /**

@@ -4,7 +4,7 @@
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Capabilities } from '../../protocol/commands.ts';
-import { envDir, loadSpec, type SidecarContext, stackOf } from '../context.ts';
+import { envDir, loadSpec, requireSpec, type SidecarContext, stackOf } from '../context.ts';
 import type { Handler } from '../runner.ts';
 import { verifyCollect } from '../verify/collect.ts';
 import { verifyRun } from '../verify/run.ts';
@@ -29,6 +29,12 @@ export function handlers(
     'verify.collect': (cmd) => verifyCollect(ctx, cmd),
     'verify.run': (cmd) => verifyRun(ctx, cmd),
     'env.destroy': (cmd) => envDestroy(ctx, cmd),
+    'env.pause': async (cmd) => ({
+      services: await stackOf(ctx, cmd.envId, await requireSpec(ctx, cmd.envId)).engine.pause(),
+    }),
+    'env.unpause': async (cmd) => ({
+      services: await stackOf(ctx, cmd.envId, await requireSpec(ctx, cmd.envId)).engine.unpause(),
+    }),
   };
 }
 

@@ -32,15 +32,23 @@ export async function envSnapshot(
   const frozenAt = Date.now();
   await engine.pause();
   let datasets: string[];
-  try {
-    await ctx.hold?.('env.snapshot:frozen', cmd.id);
-    datasets = await ctx.storage.snapshot(cmd.envId, name, spec.volumes);
-    await saveVersionSpec(ctx, cmd.envId, name, { ...spec, version: name });
-  } finally {
+  let frozenFor = -1;
+  // Thawed as soon as the storage layer has captured the content (before it flushes and
+  // publishes the snapshot), or at the latest when the snapshot returns or fails.
+  const thaw = async () => {
+    if (frozenFor >= 0) return;
+    frozenFor = 0;
     const all = spec.services.map((s) => s.name).filter((s) => !keep.includes(s));
     await engine.unpause(all);
+    frozenFor = Date.now() - frozenAt;
+  };
+  try {
+    await ctx.hold?.('env.snapshot:frozen', cmd.id);
+    datasets = await ctx.storage.snapshot(cmd.envId, name, spec.volumes, thaw);
+  } finally {
+    await thaw();
   }
-  const frozenFor = Date.now() - frozenAt;
+  await saveVersionSpec(ctx, cmd.envId, name, { ...spec, version: name });
   cmd.progress(
     `captured ${datasets.length} dataset${datasets.length === 1 ? '' : 's'}; frozen for ${frozenFor} ms`,
   );

@@ -1,13 +1,13 @@
 // The behaviour every backend must show, run by each backend's test file against a real file
 // system. A backend adds only how to find what it may have left behind (subvolumes, datasets).
 import assert from 'node:assert/strict';
-import { readdir, writeFile } from 'node:fs/promises';
+import { readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Scratch } from './fixtures.ts';
 import { BadName, detectStorageKind, openStorage, type StorageBackend, UnknownSnapshot } from './index.ts';
 import { describeTree, modify, populate } from './trees.ts';
-import type { StorageKind } from './types.ts';
+import type { CowKind, StorageKind, StorageOptions } from './types.ts';
 
 export interface SuiteOptions {
   kind: StorageKind;
@@ -18,12 +18,19 @@ export interface SuiteOptions {
    * history a living fork still shares may stay, marked to go with the last such fork (zfs).
    */
   leftovers?: (scratch: Scratch, envId: string, strict: boolean) => Promise<string[]>;
+  /** What the store must report as `cow` (proves the options took effect). */
+  cow?: CowKind;
+  /** Extra openStorage options (e.g. `xfsLoop`). */
+  options?: Partial<StorageOptions>;
 }
 
 const VOLS = ['data', 'db.v1'];
 
 /** Inside a describe: a scratch file system and a store on it for the suite, undone afterwards. */
-export function withStore(make: () => Promise<Scratch>): {
+export function withStore(
+  make: () => Promise<Scratch>,
+  options: Partial<StorageOptions> = {},
+): {
   scratch: () => Scratch;
   store: () => StorageBackend;
 } {
@@ -31,7 +38,7 @@ export function withStore(make: () => Promise<Scratch>): {
   let store: StorageBackend | undefined;
   before(async () => {
     scratch = await make();
-    store = await openStorage({ dataDir: scratch.dir, zfsPool: scratch.pool });
+    store = await openStorage({ dataDir: scratch.dir, zfsPool: scratch.pool, ...options });
   });
   after(async () => {
     await scratch?.cleanup();
@@ -41,7 +48,7 @@ export function withStore(make: () => Promise<Scratch>): {
 
 export function storageSuite(label: string, opts: SuiteOptions): void {
   describe(label, { skip: opts.skip }, () => {
-    const fixture = withStore(opts.scratch);
+    const fixture = withStore(opts.scratch, opts.options);
     let scratch: Scratch;
     let store: StorageBackend;
     const dataDir = () => scratch.dir;
@@ -64,6 +71,7 @@ export function storageSuite(label: string, opts: SuiteOptions): void {
 
     it(`is picked as '${opts.kind}' for this data dir`, async () => {
       assert.equal(store.kind, opts.kind);
+      if (opts.cow) assert.equal(store.cow, opts.cow);
       assert.equal(await detectStorageKind({ dataDir: dataDir(), zfsPool: scratch.pool }), opts.kind);
     });
 
@@ -77,6 +85,20 @@ export function storageSuite(label: string, opts: SuiteOptions): void {
       await writeFile(join(paths.data, 'kept'), 'x');
       assert.deepEqual(await store.prepare('prep1', VOLS), paths);
       assert.deepEqual(await readdir(paths.data), ['kept']);
+    });
+
+    it('says when the content is captured: at most once, before the snapshot is published; later writes stay out', async () => {
+      const paths = await store.prepare('cap1', ['data']);
+      await writeFile(join(paths.data, 'f'), 'before');
+      const calls: boolean[] = [];
+      await store.snapshot('cap1', 'ver_c', ['data'], async () => {
+        calls.push(await store.hasSnapshot('cap1', 'ver_c'));
+        await writeFile(join(paths.data, 'f'), 'after the thaw'); // the stack runs again
+      });
+      assert.ok(calls.length <= 1 && calls.every((published) => !published), JSON.stringify(calls));
+      await store.clone('cap1', 'ver_c', 'cap2', ['data']);
+      const copy = await readFile(join(store.volumePath('cap2', 'data'), 'f'), 'utf8');
+      assert.equal(copy, calls.length ? 'before' : copy);
     });
 
     it('rollback restores content, owners, modes, symlinks, hard links and holes exactly', async () => {

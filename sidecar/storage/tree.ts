@@ -66,7 +66,12 @@ export class TreeBackend implements StorageBackend {
     }
   }
 
-  async snapshot(envId: string, name: string, volumes: string[]): Promise<string[]> {
+  async snapshot(
+    envId: string,
+    name: string,
+    volumes: string[],
+    captured?: () => Promise<void>,
+  ): Promise<string[]> {
     checkVolumes(volumes);
     const final = this.layout.snapDir(envId, name);
     if (await this.hasSnapshot(envId, name))
@@ -80,7 +85,12 @@ export class TreeBackend implements StorageBackend {
     await this.removeSnapshotDir(tmp);
     await mkdir(tmp, { recursive: true });
     try {
-      for (const v of volumes) await this.ops.copy(this.layout.volumePath(envId, v), join(tmp, v), true);
+      // All volumes at once: the stack is frozen for this (issue 15: frozen_for).
+      await Promise.all(
+        volumes.map((v) => this.ops.copy(this.layout.volumePath(envId, v), join(tmp, v), true)),
+      );
+      // The copies are independent of the live volumes now: later writes cannot reach them.
+      await captured?.();
       await this.ops.flush(tmp);
       await rename(tmp, final);
       await fsyncDir(this.layout.snapsDir(envId));

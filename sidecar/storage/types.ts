@@ -2,12 +2,17 @@
 // (a directory, a btrfs subvolume or a ZFS file system) bind-mounted into containers from
 // `<data>/envs/<env>/vol/<volume>/` whatever the backend, so compose rendering never cares.
 import type { Capabilities } from '../../protocol/commands.ts';
+import type { XfsLoopOptions } from './xfs-loop.ts';
 
 export type StorageKind = Capabilities['storage'];
+
+export type CowKind = 'zfs' | 'btrfs' | 'reflink' | 'xfs-loop' | 'none';
 
 export interface StorageBackend {
   /** Reported in capabilities `storage`. */
   readonly kind: StorageKind;
+  /** How a clone shares data (capabilities `cow`); set by openStorage. */
+  cow?: CowKind;
   /** Ensures an (empty on first use) dataset per volume; returns volume -> host path. Idempotent. */
   prepare(envId: string, volumes: string[]): Promise<Record<string, string>>;
   /** Host path of a volume (the bind-mount source); pure, touches nothing. */
@@ -16,7 +21,17 @@ export interface StorageBackend {
    * Captures every listed volume under `name` (the version id) and returns the dataset names.
    * All or nothing: a failure leaves no snapshot of that name. The caller has paused the stack.
    */
-  snapshot(envId: string, name: string, volumes: string[]): Promise<string[]>;
+  snapshot(
+    envId: string,
+    name: string,
+    volumes: string[],
+    /**
+     * Called once the content is captured and before it is made durable and published, so the
+     * caller can thaw the stack early (issue 15: frozen_for). Backends whose snapshot is one
+     * atomic step (zfs) may not call it; the caller thaws afterwards then.
+     */
+    captured?: () => Promise<void>,
+  ): Promise<string[]>;
   hasSnapshot(envId: string, name: string): Promise<boolean>;
   /**
    * Creates `toEnv`'s volumes from `fromEnv`'s snapshot. The copy is independent of the source:
@@ -38,4 +53,11 @@ export interface StorageOptions {
   dataDir: string;
   /** ZFS pool to use when it exists (`--zfs-pool`). */
   zfsPool?: string;
+  /**
+   * When the data dir cannot clone, keep datasets in a loop-mounted XFS image (xfs-loop.ts).
+   * `SVC_XFS_LOOP=auto` turns it on; `svc-server --dev` does for its local sidecar.
+   */
+  xfsLoop?: boolean | XfsLoopOptions;
+  /** Told why the XFS image was not used. */
+  log?: (line: string) => void;
 }

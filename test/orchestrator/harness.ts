@@ -1,6 +1,7 @@
 // Shared set-up for orchestrator tests: a real control plane (SQLite or Postgres), a fake
 // sidecar joined through the real join-token route, and helpers to drive deployments.
 import assert from 'node:assert/strict';
+import { after, before } from 'node:test';
 import type { StartOptions } from '../../server/main.ts';
 import { FakeSidecar } from '../support/fake-sidecar.ts';
 import { type DialectName, startTestServer, type TestServer } from '../support/server.ts';
@@ -56,6 +57,19 @@ export async function world(
   const p = await t.req('POST', '/v1/projects', { body: { name: projectName } });
   assert.equal(p.status, 201, JSON.stringify(p.body));
   return { t, sc, project: p.body.project.ID, alpha: p.body.environments[0].ID };
+}
+
+/** Inside a describe: a world made before the tests and closed after them. */
+export function usingWorld(dialect: DialectName): () => World {
+  let w: World | undefined;
+  before(async () => {
+    w = await world(dialect);
+  });
+  after(async () => {
+    await w?.sc.close();
+    await w?.t.close();
+  });
+  return () => w as World;
 }
 
 export async function finished(t: TestServer, depId: string, timeoutMs = 20_000) {

@@ -54,6 +54,8 @@ export const defaultHandlers: Record<CommandKind, Handler> = {
     ran_for: 3,
   }),
   'env.destroy': (f) => ({ destroyed: f.env_id }),
+  'env.pause': () => ({ services: ['app'] }),
+  'env.unpause': () => ({ services: ['app'] }),
 };
 
 export class FakeSidecar {

@@ -1,0 +1,131 @@
+// Fork and snapshot of the rl-environment-ops template (agent + Postgres + Redis) through the API,
+// with a real control plane, a real svcd and real Docker, beside a bare `docker compose up -d` of
+// the same services (same images, commands and volumes; no depends_on, no healthchecks) measured
+// in the same run, interleaved. The template's images are the test stand-ins (test/support/images.ts).
+//
+//   node bench/fork/template.ts [--runs 5] [--xfs]
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { parse, stringify } from 'yaml';
+import { closeXfsLoop } from '../../sidecar/storage/xfs-loop.ts';
+import { finished, startReal } from '../../test/e2e/real.ts';
+import { ensureTemplateImages } from '../../test/support/images.ts';
+
+const { values } = parseArgs({
+  options: { runs: { type: 'string', default: '5' }, xfs: { type: 'boolean', default: false } },
+});
+// --xfs: the sidecar keeps its datasets on its own XFS image (the --dev default; issue 15).
+if (values.xfs) process.env.SVC_XFS_LOOP = 'auto';
+const RUNS = Math.max(1, Number(values.runs));
+
+const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.ceil((p / 100) * xs.length) - 1];
+
+function sh(cmd: string, args: string[]): Promise<void> {
+  return new Promise((resolve, reject) =>
+    execFile(cmd, args, { maxBuffer: 16 << 20 }, (err, _o, e) =>
+      err ? reject(new Error(e || err.message)) : resolve(),
+    ),
+  );
+}
+
+/** The template's services without depends_on, healthchecks and svc extensions. */
+function bareCompose(text: string): string {
+  const doc = parse(text) as Record<string, any>;
+  for (const k of Object.keys(doc)) if (k.startsWith('x-')) delete doc[k];
+  for (const s of Object.values(doc.services as Record<string, any>)) {
+    delete s.depends_on;
+    delete s.healthcheck;
+  }
+  return stringify(doc);
+}
+
+await ensureTemplateImages();
+if (process.env.BENCH_LOG) process.on('exit', () => console.error(r?.log()));
+const r = await startReal();
+const dir = mkdtempSync(join(tmpdir(), 'svc-bench-tpl-'));
+const fork: number[] = [];
+const forkedIn: number[] = [];
+const bare: number[] = [];
+const snapshot: number[] = [];
+const frozen: number[] = [];
+// The deployment's own span (created → finished), free of the harness's 200 ms polling.
+const snapshotServer: number[] = [];
+const forkServer: number[] = [];
+const took = (d: { CreatedAt: string; FinishedAt: string }) =>
+  Date.parse(d.FinishedAt) - Date.parse(d.CreatedAt);
+try {
+  const tpl = (await r.t.req('GET', '/v1/templates')).body.templates.find(
+    (x: any) => x.name === 'rl-environment-ops',
+  );
+  const file = join(dir, 'compose.yaml');
+  writeFileSync(file, bareCompose(tpl.compose));
+  await r.t.req('POST', '/v1/projects', { body: { name: 'tpl', kind: tpl.kind } });
+  const t0 = Date.now();
+  const d = await finished(
+    r.t,
+    (await r.t.req('POST', '/v1/projects/tpl/deploy', { body: { compose: tpl.compose, warm: tpl.warm } }))
+      .body.deployment.ID,
+  );
+  if (d.deployment.Status !== 'succeeded') throw new Error(`deploy: ${d.deployment.Error}\n${r.log()}`);
+  console.error(`deploy: ${Date.now() - t0} ms`);
+  const env = d.deployment.EnvID;
+  let version = '';
+  for (let i = 0; i < RUNS; i++) {
+    const s0 = Date.now();
+    const s = await finished(
+      r.t,
+      (await r.t.req('POST', `/v1/envs/${env}/snapshot`, { body: {} })).body.deployment.ID,
+    );
+    if (s.deployment.Status !== 'succeeded') throw new Error(`snapshot: ${s.deployment.Error}`);
+    snapshot.push(Date.now() - s0);
+    snapshotServer.push(took(s.deployment));
+    const ev = s.phases.find((p: any) => p.Evidence?.frozen_for !== undefined)?.Evidence;
+    frozen.push(ev?.frozen_for ?? Number.NaN);
+    version = s.deployment.VersionID;
+
+    const f0 = Date.now();
+    const f = await finished(
+      r.t,
+      (await r.t.req('POST', `/v1/envs/${env}/fork`, { body: { version, name: `f${i}` } })).body.deployment
+        .ID,
+    );
+    if (f.deployment.Status !== 'succeeded') throw new Error(`fork: ${f.deployment.Error}\n${r.log()}`);
+    fork.push(Date.now() - f0);
+    forkServer.push(took(f.deployment));
+    forkedIn.push(f.phases.find((p: any) => p.Evidence?.forked_in_ms !== undefined)?.Evidence.forked_in_ms);
+    await finished(r.t, (await r.t.req('DELETE', `/v1/envs/${f.deployment.EnvID}`)).body.deployment.ID);
+
+    const project = `svcbenchbare${process.pid}x${i}`;
+    const b0 = Date.now();
+    await sh('docker', ['compose', '-p', project, '-f', file, 'up', '-d', '--quiet-pull']);
+    bare.push(Date.now() - b0);
+    await sh('docker', ['compose', '-p', project, '-f', file, 'down', '-v', '-t', '0']);
+    console.error(
+      `run ${i}: snapshot ${snapshot.at(-1)} ms (frozen ${frozen.at(-1)} ms), fork ${fork.at(-1)} ms (forked_in ${forkedIn.at(-1)} ms), bare up -d ${bare.at(-1)} ms`,
+    );
+  }
+  const host = (await r.t.req('GET', '/v1/hosts')).body.hosts[0];
+  console.error(`storage: ${host.Capabilities.storage}, copy-on-write: ${host.Capabilities.cow}`);
+} finally {
+  await r.close().catch((err) => console.error(`cleanup: ${err.message}`));
+  await closeXfsLoop(r.dataDir);
+  rmSync(r.dir, { recursive: true, force: true });
+  rmSync(dir, { recursive: true, force: true });
+}
+const row = (name: string, xs: number[]) => `| ${name} | ${pct(xs, 50)} ms | ${pct(xs, 100)} ms |`;
+console.log(
+  `\nrl-environment-ops template, ${RUNS} runs (interleaved), data dir on ${values.xfs ? "svcd's XFS image" : 'the temp dir'}\n`,
+);
+console.log('| what | p50 | max |\n|---|---|---|');
+console.log(row('fork through the API (deployment wall time)', fork));
+console.log(row('fork deployment, created → finished (server clock)', forkServer));
+console.log(row('forked_in (sidecar: clone + start + health + egress probe)', forkedIn));
+console.log(row('baseline: bare `docker compose up -d`, same services', bare));
+console.log(row('snapshot through the API (deployment wall time)', snapshot));
+console.log(row('snapshot deployment, created → finished (server clock)', snapshotServer));
+console.log(row('frozen_for', frozen));
+console.log(`fork p50 / bare p50 = ${(pct(fork, 50) / pct(bare, 50)).toFixed(2)}x`);
+process.exit(0);

@@ -1,0 +1,145 @@
+// Create → first exec through the API, the figure a training loop feels: an image sandbox, a cold
+// `from_version` fork of the rl-environment-ops template stack and a warm-pool claim of it; beside
+// `docker run --rm <image> true` and `docker compose up -d --wait` of the same stack (stand-in
+// images, its own healthchecks and depends_on) measured in the same run. Real control plane, real
+// svcd (datasets on its own XFS image, the --dev default), real Docker.
+//
+//   node bench/sandbox/run.ts [--runs 5]
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { parse, stringify } from 'yaml';
+import { closeXfsLoop } from '../../sidecar/storage/xfs-loop.ts';
+import { finished, startReal } from '../../test/e2e/real.ts';
+import { BUSYBOX_IMAGE, ensureTemplateImages } from '../../test/support/images.ts';
+
+const { values } = parseArgs({ options: { runs: { type: 'string', default: '5' } } });
+const RUNS = Math.max(1, Number(values.runs));
+process.env.SVC_XFS_LOOP = 'auto';
+const pct = (xs: number[], p: number) =>
+  [...xs].sort((a, b) => a - b)[Math.max(0, Math.ceil((p / 100) * xs.length) - 1)];
+
+function sh(cmd: string, args: string[]): Promise<void> {
+  return new Promise((resolve, reject) =>
+    execFile(cmd, args, { maxBuffer: 16 << 20 }, (err, _o, e) =>
+      err ? reject(new Error(e || err.message)) : resolve(),
+    ),
+  );
+}
+async function timed(fn: () => Promise<unknown>): Promise<number> {
+  const t0 = performance.now();
+  await fn();
+  return performance.now() - t0;
+}
+
+await ensureTemplateImages();
+const r = await startReal();
+const dir = mkdtempSync(join(tmpdir(), 'svc-bench-sbx-'));
+const series: Record<string, number[]> = {
+  image: [],
+  cold: [],
+  warm: [],
+  execOnly: [],
+  dockerRun: [],
+  composeWait: [],
+};
+try {
+  const req = r.t.req;
+  const exec = async (env: string) => {
+    const x = await req('POST', `/v1/envs/${env}/exec`, { body: { service: 'main', cmd: ['true'] } });
+    if (x.status !== 200 || x.body.exit_code !== 0) throw new Error(`exec: ${JSON.stringify(x.body)}`);
+  };
+  const sandbox = async (body: unknown) => {
+    const c = await req('POST', '/v1/sandboxes', { body });
+    if (c.status !== 201) throw new Error(`sandbox: ${c.status} ${JSON.stringify(c.body).slice(0, 400)}`);
+    await exec(c.body.environment.ID);
+    return c.body.environment.ID as string;
+  };
+  const destroy = async (env: string) =>
+    finished(r.t, (await req('DELETE', `/v1/envs/${env}`)).body.deployment.ID, 600_000);
+
+  const tpl = (await req('GET', '/v1/templates')).body.templates.find(
+    (x: any) => x.name === 'rl-environment-ops',
+  );
+  await req('POST', '/v1/projects', { body: { name: 'tpl', kind: tpl.kind } });
+  const d = await finished(
+    r.t,
+    (await req('POST', '/v1/projects/tpl/deploy', { body: { compose: tpl.compose, warm: tpl.warm } })).body
+      .deployment.ID,
+  );
+  if (d.deployment.Status !== 'succeeded') throw new Error(`deploy: ${d.deployment.Error}`);
+  const ver = d.deployment.VersionID;
+  const doc = parse(tpl.compose) as Record<string, unknown>;
+  for (const k of Object.keys(doc)) if (k.startsWith('x-')) delete doc[k];
+  const file = join(dir, 'compose.yaml');
+  writeFileSync(file, stringify(doc));
+  const pool = async () => (await req('GET', `/v1/versions/${ver}/pool`)).body.pool;
+  for (let i = 0; i < RUNS; i++) {
+    let env = '';
+    series.image.push(
+      await timed(async () => {
+        env = await sandbox({ image: BUSYBOX_IMAGE, cmd: ['sleep', '3600'], volumes: [] });
+      }),
+    );
+    await destroy(env);
+    series.cold.push(
+      await timed(async () => {
+        env = await sandbox({ from_version: ver, name: `cold-${i}` });
+      }),
+    );
+    await destroy(env);
+    series.dockerRun.push(
+      await timed(() => sh('docker', ['run', '--rm', '--network', 'none', BUSYBOX_IMAGE, 'true'])),
+    );
+    const project = `svcbenchsbx${process.pid}x${i}`;
+    series.composeWait.push(
+      await timed(() => sh('docker', ['compose', '-p', project, '-f', file, 'up', '-d', '--wait'])),
+    );
+    await sh('docker', ['compose', '-p', project, '-f', file, 'down', '-v', '-t', '0']);
+    console.error(
+      `run ${i}: ${['image', 'cold', 'dockerRun', 'composeWait'].map((k) => `${k} ${series[k].at(-1)?.toFixed(0)} ms`).join(', ')}`,
+    );
+  }
+  // Warm claims: a pool of 2 (members paused), refilled between claims.
+  await req('POST', `/v1/versions/${ver}/pool`, { body: { size: 2 } });
+  for (let i = 0; i < RUNS; i++) {
+    for (let w = 0; (await pool()).ready < 2 && w < 900; w++)
+      await new Promise((res) => setTimeout(res, 200));
+    let env = '';
+    series.warm.push(
+      await timed(async () => {
+        env = await sandbox({ from_version: ver, name: `warm-${i}` });
+      }),
+    );
+    const t0 = performance.now();
+    const x = await req('POST', `/v1/envs/${env}/exec`, { body: { service: 'main', cmd: ['true'] } });
+    series.execOnly.push(performance.now() - t0);
+    if (x.status !== 200) throw new Error('exec');
+    await destroy(env);
+    console.error(
+      `warm ${i}: ${series.warm.at(-1)?.toFixed(0)} ms (a later exec alone ${series.execOnly.at(-1)?.toFixed(0)} ms)`,
+    );
+  }
+  await req('DELETE', `/v1/versions/${ver}/pool`);
+} finally {
+  await r.close().catch((err) => console.error(`cleanup: ${err.message}`));
+  await closeXfsLoop(r.dataDir);
+  rmSync(r.dir, { recursive: true, force: true });
+  rmSync(dir, { recursive: true, force: true });
+}
+const label: Record<string, string> = {
+  image: 'image sandbox (busybox): POST /v1/sandboxes → first exec',
+  cold: 'template stack, cold `from_version` fork → first exec',
+  warm: 'template stack, warm-pool claim (thaw) → first exec',
+  execOnly: 'of which: one exec through the API (measured right after)',
+  dockerRun: 'baseline: `docker run --rm busybox true`',
+  composeWait: 'baseline: `docker compose up -d --wait` of the template stack',
+};
+console.log(
+  `\ncreate → first exec, ${RUNS} runs each (cold series interleaved with the baselines, then the warm series)\n\n| what | p50 | p99 (max) |\n|---|---|---|`,
+);
+for (const [k, v] of Object.entries(series))
+  console.log(`| ${label[k]} | ${pct(v, 50).toFixed(0)} ms | ${pct(v, 99).toFixed(0)} ms |`);
+process.exit(0);

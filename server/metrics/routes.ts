@@ -1,0 +1,27 @@
+// GET /metrics (issue 15): Prometheus text format, behind an API key like every other route
+// (Prometheus sends it as `authorization: Bearer <key>`). Every request's latency is observed
+// by route template, so the label set stays bounded whatever paths clients send.
+
+import type { AppContext } from '../context.ts';
+import type { App } from '../http/app.ts';
+import { Metrics } from './metrics.ts';
+
+function hostsConnected(ctx: AppContext): number {
+  const hub = ctx.hub as AppContext['hub'] & { connectedCount?: () => number };
+  return hub.connectedCount?.() ?? 0;
+}
+
+export function metricsRoutes(app: App, ctx: AppContext): void {
+  const metrics = new Metrics({ hostsConnected: () => hostsConnected(ctx) });
+  app.addHook('onResponse', async (req, reply) => {
+    metrics.http.observe(
+      { method: req.method, route: req.routeOptions.url ?? 'unmatched', status: String(reply.statusCode) },
+      reply.elapsedTime / 1000,
+    );
+  });
+  app.addHook('onClose', async () => metrics.close());
+  app.get('/metrics', { schema: { hide: true } }, async (_req, reply) => {
+    const { text, contentType } = await metrics.render();
+    return reply.type(contentType).send(text);
+  });
+}

@@ -1,0 +1,28 @@
+// Warm pool routes (issue 15): POST/GET/DELETE /v1/versions/{ver}/pool. The pool service is
+// created and started here and stopped with the app.
+import { Type } from '@sinclair/typebox';
+import type { AppContext } from '../context.ts';
+import type { App } from '../http/app.ts';
+import { MAX_POOL_SIZE, WarmPool } from './pool.ts';
+
+const Params = Type.Object({ ver: Type.String({ minLength: 1, maxLength: 64 }) });
+const Body = Type.Object(
+  { size: Type.Integer({ minimum: 0, maximum: MAX_POOL_SIZE }) },
+  { additionalProperties: false },
+);
+
+export function poolRoutes(app: App, ctx: AppContext): void {
+  const pool = new WarmPool(ctx);
+  pool.onError = (err) => app.log.warn({ err: err.message }, 'warm pool refill failed; retrying');
+  app.addHook('onReady', async () => pool.start());
+  app.addHook('onClose', async () => pool.stop());
+  app.post('/v1/versions/:ver/pool', { schema: { params: Params, body: Body } }, async (req) => ({
+    pool: await pool.set(req.caller, req.params.ver, req.body.size),
+  }));
+  app.get('/v1/versions/:ver/pool', { schema: { params: Params } }, async (req) => ({
+    pool: await pool.status(req.caller, req.params.ver),
+  }));
+  app.delete('/v1/versions/:ver/pool', { schema: { params: Params } }, async (req) => ({
+    pool: await pool.remove(req.caller, req.params.ver),
+  }));
+}

@@ -1,0 +1,95 @@
+// Warm pool on a real sidecar and real Docker (issue 15): members are real forks whose containers
+// wait paused; a claim thaws one and it answers exec at once; the network has its own subnet.
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { after, before, describe, test } from 'node:test';
+import { BUSYBOX_IMAGE, ensureTestImages } from '../support/images.ts';
+import { tier } from '../support/tiers.ts';
+import { exec, finished, type Real, startReal } from './real.ts';
+
+const STACK = `
+services:
+  main:
+    image: ${BUSYBOX_IMAGE}
+    command: ["sh", "-c", "trap 'exit 0' TERM; while :; do sleep 1; done"]
+    volumes: [work:/work]
+    healthcheck: {test: ["CMD", "test", "-d", "/work"], interval: 30s}
+volumes:
+  work: {}
+`;
+
+function states(envId: string): string[] {
+  return execFileSync(
+    'docker',
+    [
+      'ps',
+      '-a',
+      '--filter',
+      `label=com.docker.compose.project=${envId.toLowerCase()}`,
+      '--format',
+      '{{.State}}',
+    ],
+    { encoding: 'utf8' },
+  )
+    .split('\n')
+    .filter(Boolean);
+}
+
+describe('warm pool on real Docker', { skip: tier('docker') }, () => {
+  let r: Real;
+  before(async () => {
+    await ensureTestImages();
+    r = await startReal();
+    await r.t.req('POST', '/v1/projects', { body: { name: 'pooled' } });
+  });
+  after(async () => r?.close());
+
+  test('members wait paused; a claim thaws one that answers exec; DELETE destroys the rest', async () => {
+    const d = await finished(
+      r.t,
+      (await r.t.req('POST', '/v1/projects/pooled/deploy', { body: { compose: STACK } })).body.deployment.ID,
+    );
+    assert.equal(d.deployment.Status, 'succeeded', `${d.deployment.Error}\n${r.log()}`);
+    const ver = d.deployment.VersionID;
+    assert.equal((await r.t.req('POST', `/v1/versions/${ver}/pool`, { body: { size: 1 } })).status, 200);
+    let member = '';
+    for (let i = 0; i < 600 && !member; i++) {
+      const p = (await r.t.req('GET', `/v1/versions/${ver}/pool`)).body.pool;
+      const rows = await r.t.server.ctx.db.all<{ env_id: string }>(
+        'SELECT env_id FROM pool_members WHERE ready = 1',
+      );
+      if (p.ready === 1) member = rows[0].env_id;
+      else await new Promise((res) => setTimeout(res, 200));
+    }
+    assert.ok(member, `no ready member\n${r.log()}`);
+    assert.deepEqual(states(member), ['paused']);
+
+    const c = await r.t.req('POST', '/v1/sandboxes', { body: { from_version: ver, name: 'episode' } });
+    assert.equal(c.status, 201, JSON.stringify(c.body));
+    assert.equal(c.body.environment.ID, member);
+    assert.deepEqual(states(member), ['running']);
+    const x = await exec(r.t, member, 'main', ['sh', '-c', 'echo hi > /work/f && cat /work/f']);
+    assert.equal(x.stdout, 'hi\n');
+    // Its network got a subnet of its own from the sidecar's range.
+    const subnet = execFileSync(
+      'docker',
+      [
+        'network',
+        'inspect',
+        `${member.toLowerCase()}_default`,
+        '--format',
+        '{{(index .IPAM.Config 0).Subnet}}',
+      ],
+      { encoding: 'utf8' },
+    ).trim();
+    assert.match(subnet, /^10\.213\.\d+\.\d+\/27$/);
+
+    await r.t.req('DELETE', `/v1/versions/${ver}/pool`);
+    for (let i = 0; i < 600; i++) {
+      const left = await r.t.server.ctx.db.all('SELECT env_id FROM pool_members');
+      if (!left.length) break;
+      await new Promise((res) => setTimeout(res, 200));
+    }
+    assert.deepEqual(await r.t.server.ctx.db.all('SELECT env_id FROM pool_members'), []);
+  });
+});
