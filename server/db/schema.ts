@@ -119,7 +119,6 @@ const v10: Migration = {
   up: () => ['CREATE INDEX events_team ON events (team_id, id)'],
 };
 
-
 // Warm pools (issue 15, server/pool): a version's pool size, and the forks kept ready for it.
 const v7: Migration = {
   version: 7,
@@ -132,6 +131,5 @@ const v7: Migration = {
     'CREATE INDEX pool_members_version ON pool_members (version_id, ready, created_at)',
   ],
 };
-
 
 export const MIGRATIONS: readonly Migration[] = [v1, v2, v4, v5, v7, v10];

@@ -7,8 +7,8 @@ import { EventEmitter } from 'node:events';
 import { type Db, json, now } from '../db/types.ts';
 import { appendEvent } from '../events/store.ts';
 import { PHASE_TIMEOUT_MS } from '../hosts/dispatcher.ts';
-import { bounded, CANCEL_GRACE_MS } from './bounded.ts';
 import { type PhaseFinished, phaseFinished } from '../metrics/channels.ts';
+import { bounded, CANCEL_GRACE_MS } from './bounded.ts';
 import type { OrchestratorDeps } from './deps.ts';
 import {
   type Deployment,

@@ -2288,6 +2288,54 @@ export interface paths {
       };
     };
   };
+  "/v1/versions/{ver}/pool": {
+    get: {
+      parameters: {
+        path: {
+          ver: string;
+        };
+      };
+      responses: {
+        /** @description Default Response */
+        200: {
+          content: never;
+        };
+      };
+    };
+    post: {
+      parameters: {
+        path: {
+          ver: string;
+        };
+      };
+      requestBody: {
+        content: {
+          "application/json": {
+            size: number;
+          };
+        };
+      };
+      responses: {
+        /** @description Default Response */
+        200: {
+          content: never;
+        };
+      };
+    };
+    delete: {
+      parameters: {
+        path: {
+          ver: string;
+        };
+      };
+      responses: {
+        /** @description Default Response */
+        200: {
+          content: never;
+        };
+      };
+    };
+  };
   "/webhooks/codehost": {
     /** Code-hosting app webhook (push, installation, ping) */
     post: {
