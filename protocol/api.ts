@@ -137,6 +137,13 @@ export const Installation = Type.Object({
   CreatedAt: Time,
 });
 
+export const PoolStatus = Type.Object({
+  version: Str,
+  size: Type.Number(),
+  ready: Type.Number(),
+  starting: Type.Number(),
+});
+
 /** A started deployment: `{deployment, phases}` (202). */
 export const Started = Type.Object({ deployment: Deployment, phases: Type.Array(Phase) });
 export const DeploymentDetail = Started;
@@ -209,6 +216,9 @@ export const RESPONSES: Record<string, Record<number, TSchema>> = {
   'GET /v1/clouds': { 200: list('clouds', Cloud) },
   'POST /v1/clouds': { 201: Type.Object({ cloud: Cloud }) },
   'POST /v1/join-tokens': { 201: JoinToken },
+  'POST /v1/versions/:ver/pool': { 200: Type.Object({ pool: PoolStatus }) },
+  'GET /v1/versions/:ver/pool': { 200: Type.Object({ pool: PoolStatus }) },
+  'DELETE /v1/versions/:ver/pool': { 200: Type.Object({ pool: PoolStatus }) },
   'POST /v1/targets/connect': {
     201: Type.Object({ cloud: Cloud, host: Host, info: Json, capabilities: Json }),
   },

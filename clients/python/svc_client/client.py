@@ -219,6 +219,19 @@ class Client:
                 raise TimeoutError("deployment %s did not finish in %.0f s" % (dep_id, timeout))
             time.sleep(poll)
 
+    @route("POST", "/v1/versions/{ver}/pool")
+    def set_pool(self, version, size):
+        """Keep `size` healthy forks of a version ready; sandboxes from it then claim one."""
+        return self._call("POST", "/v1/versions/%s/pool" % quote(version), body={"size": size})["pool"]
+
+    @route("GET", "/v1/versions/{ver}/pool")
+    def pool(self, version):
+        return self._call("GET", "/v1/versions/%s/pool" % quote(version))["pool"]
+
+    @route("DELETE", "/v1/versions/{ver}/pool")
+    def delete_pool(self, version):
+        return self._call("DELETE", "/v1/versions/%s/pool" % quote(version))["pool"]
+
     @route("POST", "/v1/sandboxes")
     def sandbox(self, from_version=None, image=None, **fields):
         body = _body(from_version=from_version, image=image, **fields)

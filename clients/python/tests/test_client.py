@@ -133,6 +133,12 @@ class ClientTest(unittest.TestCase):
         deps = self.c.env_deployments(env)
         self.assertEqual(deps[0]["Kind"], "destroy", status)
 
+    def test_a_warm_pool_is_set_read_and_removed(self):
+        version, _ = healthy_version(self.c)
+        self.assertEqual(self.c.set_pool(version, 0)["size"], 0)
+        self.assertEqual(self.c.pool(version)["size"], 0)
+        self.c.delete_pool(version)
+
     def test_concurrent_episodes_from_threads(self):
         version, _ = healthy_version(self.c)
 

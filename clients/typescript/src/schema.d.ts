@@ -2297,8 +2297,33 @@ export interface paths {
       };
       responses: {
         /** @description Default Response */
+        "4XX": {
+          content: {
+            "application/json": {
+              error: string;
+            };
+          };
+        };
+        /** @description Default Response */
+        "5XX": {
+          content: {
+            "application/json": {
+              error: string;
+            };
+          };
+        };
+        /** @description Default Response */
         200: {
-          content: never;
+          content: {
+            "application/json": {
+              pool: {
+                ready: number;
+                size: number;
+                starting: number;
+                version: string;
+              };
+            };
+          };
         };
       };
     };
@@ -2317,8 +2342,33 @@ export interface paths {
       };
       responses: {
         /** @description Default Response */
+        "4XX": {
+          content: {
+            "application/json": {
+              error: string;
+            };
+          };
+        };
+        /** @description Default Response */
+        "5XX": {
+          content: {
+            "application/json": {
+              error: string;
+            };
+          };
+        };
+        /** @description Default Response */
         200: {
-          content: never;
+          content: {
+            "application/json": {
+              pool: {
+                ready: number;
+                size: number;
+                starting: number;
+                version: string;
+              };
+            };
+          };
         };
       };
     };
@@ -2330,8 +2380,33 @@ export interface paths {
       };
       responses: {
         /** @description Default Response */
+        "4XX": {
+          content: {
+            "application/json": {
+              error: string;
+            };
+          };
+        };
+        /** @description Default Response */
+        "5XX": {
+          content: {
+            "application/json": {
+              error: string;
+            };
+          };
+        };
+        /** @description Default Response */
         200: {
-          content: never;
+          content: {
+            "application/json": {
+              pool: {
+                ready: number;
+                size: number;
+                starting: number;
+                version: string;
+              };
+            };
+          };
         };
       };
     };
