@@ -53,6 +53,8 @@ export interface Payloads {
     from_snapshot: string;
     warm: string[] | null;
     egress: Egress;
+    /** The project context, fetched once from `blob` into the context dataset unless already there. */
+    context?: { sha256: string; blob: BlobRef };
   };
   'env.snapshot': { name: string; keep_paused?: string[] };
   'env.fork': {
