@@ -15,6 +15,7 @@ import { identityRoutes } from './identity/routes.ts';
 import { projectRoutes } from './projects/routes.ts';
 import { releaseRoutes } from './releases/routes.ts';
 import { sandboxRoutes } from './sandboxes/routes.ts';
+import { uploadRoutes } from './uploads/routes.ts';
 
 export type RouteModule = (app: App, ctx: AppContext) => void | Promise<void>;
 
@@ -34,6 +35,7 @@ const modules: RouteModule[] = [
   hostRoutes,
   eventRoutes,
   codehostRoutes,
+  uploadRoutes,
 ];
 
 export async function registerRoutes(app: App, ctx: AppContext): Promise<void> {

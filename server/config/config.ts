@@ -27,6 +27,8 @@ export interface Config {
     apiUrl: string;
   };
   releasesDir: string;
+  /** Where project contexts (PUT /v1/uploads) are kept: SVC_UPLOADS_DIR, else next to an embedded db. */
+  uploadsDir: string;
 }
 
 export class ConfigError extends Error {}
@@ -89,6 +91,13 @@ function assembleDsn(env: NodeJS.ProcessEnv): string {
   const sslmode = encodeURIComponent(env.SVC_DB_SSLMODE || 'require');
   const h = host.includes(':') && !host.startsWith('[') ? `[${host}]` : host;
   return `postgres://${user}${pass}@${h}:${port}/${name}?sslmode=${sslmode}`;
+}
+
+/** `<db>.uploads` for an embedded database file; under the home directory for Postgres or memory. */
+function defaultUploadsDir(db: string, env: NodeJS.ProcessEnv): string {
+  if (!/^postgres(ql)?:\/\//i.test(db) && db !== ':memory:' && !db.startsWith('file::memory:'))
+    return `${db}.uploads`;
+  return `${env.HOME || '/tmp'}/.svc/uploads`;
 }
 
 export const USAGE = `usage: svc-server [-addr :8080] [-db svc.db|postgres://...] [-public-url URL] [-sidecar-url URL] [-v] [--dev]`;
@@ -159,5 +168,6 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
         : 'https://api.github.com',
     },
     releasesDir: env.SVC_RELEASES_DIR || 'bin',
+    uploadsDir: env.SVC_UPLOADS_DIR || defaultUploadsDir(db, env),
   };
 }

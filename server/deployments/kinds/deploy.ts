@@ -1,7 +1,14 @@
 // deploy: resolve, place, provision, join, prepare, start, health, warm, snapshot, ingress, verdict.
 import type { Results } from '../../../protocol/commands.ts';
 import type { EnvSpec } from '../../../protocol/spec.ts';
-import { getEnv, getVersion, insertVersion, markVersionHealthy, updateEnv } from '../../envs/store.ts';
+import {
+  getEnv,
+  getVersion,
+  insertVersion,
+  markVersionHealthy,
+  setVersionDigests,
+  updateEnv,
+} from '../../envs/store.ts';
 import { appendEvent } from '../../events/store.ts';
 import { type KindDef, PhaseFailure, type RunContext, Skip } from '../engine.ts';
 import { place } from '../placement.ts';
@@ -131,10 +138,25 @@ async function prepare(ctx: Ctx) {
     from_snapshot: '',
     warm: p(ctx).warm,
     egress: spec.egress,
+    ...contextPayload(ctx, spec),
   });
   p(ctx).endpoints = r.endpoints;
   p(ctx).started_in = r.started_in;
-  return { version: ctx.dep.VersionID, endpoints: r.endpoints };
+  await setVersionDigests(ctx.deps.db, ctx.dep.VersionID, r.digests ?? {});
+  if (!spec.context) return { version: ctx.dep.VersionID, endpoints: r.endpoints };
+  return {
+    version: ctx.dep.VersionID,
+    endpoints: r.endpoints,
+    context: spec.context.sha256,
+    digests: r.digests,
+  };
+}
+
+/** The project context rides along as a one-time URL; the sidecar fetches it unless it has those bytes. */
+function contextPayload(ctx: Ctx, spec: EnvSpec) {
+  if (!spec.context) return {};
+  if (!ctx.deps.offerContext) throw new Error('this control plane cannot serve project contexts');
+  return { context: { sha256: spec.context.sha256, blob: ctx.deps.offerContext(spec.context.upload) } };
 }
 
 async function start(ctx: Ctx) {
