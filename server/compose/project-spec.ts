@@ -36,6 +36,12 @@ export function checkProjectSpec(spec: EnvSpec, declared: Set<string>): void {
   }
   const tests = spec.verifier?.tests;
   for (const s of spec.services) {
+    if (s.build && tests !== undefined && within(tests, s.build.context)) {
+      fail(
+        `service '${s.name}': the build context '${s.build.context || '.'}' holds the verifier's tests ('${tests}'); ` +
+          'build from a directory without them (the tests never go into an image)',
+      );
+    }
     for (const b of s.binds ?? []) {
       if (tests !== undefined && (within(tests, b.source) || within(b.source, tests))) {
         fail(
