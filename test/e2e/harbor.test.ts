@@ -22,6 +22,25 @@ const MAIN_DOCKERFILE =
   `FROM ${BUSYBOX_IMAGE}\n` +
   'RUN mkdir -p /app /logs/verifier /tests && chown -R 1000:1000 /app /logs /tests\nWORKDIR /app\n';
 
+/**
+ * A side service standing in for the task's own (an API, an MCP server, a simulated user): busybox
+ * httpd serving `files` on `port`, with python and python3 shimmed for the task's healthcheck.
+ */
+function sideService(port: number, files: Record<string, string>): string {
+  const shim = `#!/bin/sh\\nexec wget -q -O /dev/null http://127.0.0.1:${port}/\\n`;
+  const writes = Object.entries(files)
+    .map(([name, text]) => `echo '${text}' > /www/${name}`)
+    .join(' && ');
+  return (
+    `FROM ${BUSYBOX_IMAGE}\nRUN mkdir /www && ${writes} && echo ok > /www/index.html && ` +
+    `printf '${shim}' > /usr/bin/python3 && chmod +x /usr/bin/python3 && cp /usr/bin/python3 /usr/bin/python\n` +
+    `CMD ["httpd", "-f", "-p", "${port}", "-h", "/www"]\n`
+  );
+}
+
+/** tests/test.sh: reward 1 when `check` (a shell condition) holds. */
+const testSh = (check: string) => `if ${check}; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n`;
+
 interface Stub {
   task: string;
   files: Record<string, string>;
@@ -45,18 +64,45 @@ const STUBS: Stub[] = [
     task: 'harbor-cookbook__multi-container',
     files: {
       'environment/Dockerfile': MAIN_DOCKERFILE,
-      // The API stub serves GET /items; python3 is shimmed for the task's own healthcheck.
-      'environment/api-server/Dockerfile':
-        `FROM ${BUSYBOX_IMAGE}\nRUN mkdir /www && echo '[{"name": "harbor"}]' > /www/items && ` +
-        `printf '#!/bin/sh\\nexec wget -q -O /dev/null http://127.0.0.1:5000/items\\n' > /usr/bin/python3 && chmod +x /usr/bin/python3\n` +
-        'CMD ["httpd", "-f", "-p", "5000", "-h", "/www"]\n',
-      'tests/test.sh':
-        'want=$(wget -q -O - http://api-server:5000/items); got=$(cat /app/items.json 2>/dev/null)\n' +
-        'if [ -n "$want" ] && [ "$want" = "$got" ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n',
+      'environment/api-server/Dockerfile': sideService(5000, { items: '[{"name": "harbor"}]' }),
+      'tests/test.sh': testSh(
+        'want=$(wget -q -O - http://api-server:5000/items) && [ -n "$want" ] && [ "$want" = "$(cat /app/items.json)" ]',
+      ),
       'solution/solve.sh': 'wget -q -O /app/items.json http://api-server:5000/items\n',
     },
     solve: 'wget -q -O /app/items.json http://api-server:5000/items',
     wrong: 'echo "[]" > /app/items.json',
+  },
+  {
+    task: 'harbor-cookbook__mcp-tools',
+    files: {
+      'environment/Dockerfile': MAIN_DOCKERFILE,
+      'environment/mcp-server/Dockerfile': sideService(8000, {
+        secret: 's3cret-42',
+        timestamp: '1700000000',
+      }),
+      'tests/test.sh': testSh(
+        '[ "$(cat /app/secret.txt)" = "$(wget -q -O - http://mcp-server:8000/secret)" ] && ' +
+          '[ "$(cat /app/timestamp.txt)" = "$(wget -q -O - http://mcp-server:8000/timestamp)" ]',
+      ),
+      'solution/solve.sh':
+        'wget -q -O /app/secret.txt http://mcp-server:8000/secret; wget -q -O /app/timestamp.txt http://mcp-server:8000/timestamp\n',
+    },
+    solve:
+      'wget -q -O /app/secret.txt http://mcp-server:8000/secret && wget -q -O /app/timestamp.txt http://mcp-server:8000/timestamp',
+    wrong: 'echo guess > /app/secret.txt && echo 0 > /app/timestamp.txt',
+  },
+  {
+    task: 'harbor-cookbook__simulated-user',
+    files: {
+      'environment/Dockerfile': MAIN_DOCKERFILE,
+      'environment/user-server/Dockerfile': sideService(8000, { ask_user: 'celsius to fahrenheit' }),
+      'tests/test.sh': testSh('grep -q "$(wget -q -O - http://user-server:8000/ask_user)" /app/convert.py'),
+      'solution/solve.sh':
+        'printf "# %s\\n" "$(wget -q -O - http://user-server:8000/ask_user)" > /app/convert.py\n',
+    },
+    solve: 'printf "# %s\\n" "$(wget -q -O - http://user-server:8000/ask_user)" > /app/convert.py',
+    wrong: 'echo "print(1)" > /app/convert.py',
   },
 ];
 
