@@ -56,6 +56,19 @@ describe('svc deploy with a project context', () => {
     assert.equal(Number(count?.n), 1, 'a plain image stack ships no context');
   });
 
+  test('PUT /v1/uploads needs a key and a tar content type', async () => {
+    const raw = Buffer.alloc(1024);
+    const anon = await w.t.req('PUT', '/v1/uploads', {
+      raw,
+      token: false,
+      headers: { 'content-type': 'application/x-tar' },
+    });
+    assert.equal(anon.status, 401);
+    const json = await w.t.req('PUT', '/v1/uploads', { body: { not: 'a tar' } });
+    assert.equal(json.status, 400, JSON.stringify(json.body));
+    assert.match(json.body.error, /send the archive as application\/x-tar/);
+  });
+
   test('a refused path comes back as the one error line', async () => {
     write({ 'bad/compose.yaml': 'services:\n  app:\n    image: busybox\n    volumes: ["../escape:/x"]\n' });
     const r = await w.run(['deploy', '--project', 'ctx', '--env', 'bad', '-f', 'bad/compose.yaml']);
