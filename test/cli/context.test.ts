@@ -45,16 +45,7 @@ for (const dialect of ['sqlite', 'postgres'] as const)
       );
       assert.equal(upload?.sha256, create.context.sha256);
 
-      const plain = await w.run([
-        'deploy',
-        '--project',
-        'ctx',
-        '--env',
-        'plain',
-        '-f',
-        'plain/compose.yaml',
-        '--wait=false',
-      ]);
+      const plain = await w.run(['deploy', '--project', 'ctx', '--env', 'plain', '-f', 'plain/compose.yaml']);
       assertExit(plain, 0);
       const count = await w.t.server.ctx.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM uploads');
       assert.equal(Number(count?.n), 1, 'a plain image stack ships no context');
@@ -90,16 +81,7 @@ for (const dialect of ['sqlite', 'postgres'] as const)
       assert.ok(existsSync(join(w.home, 'task', 'compose.yaml')));
       assert.match(readFileSync(join(w.home, 'task', 'compose.yaml'), 'utf8'), /x-svc.agent.service: main/);
       assertFails(await w.run(['init', '--from-harbor', 'task']), 'already exists');
-      const deployed = await w.run([
-        'deploy',
-        '--project',
-        'ctx',
-        '--env',
-        'task',
-        '--harbor',
-        'task',
-        '--wait=false',
-      ]);
+      const deployed = await w.run(['deploy', '--project', 'ctx', '--env', 'task', '--harbor', 'task']);
       assertExit(deployed, 0);
       const create = w.sc.commands('env.create').at(-1)?.payload as any;
       assert.ok(create.volumes.includes('svc.context'));
