@@ -186,6 +186,8 @@ describe('Harbor tasks on real Docker', { skip: tier('docker') }, () => {
       assert.equal((await verify(env)).reward, 0, 'tests rewritten in the agent environment');
 
       await run(env, stub.solve);
+      // A daemon the agent leaves behind shows up in the grading record.
+      await run(env, 'sleep 31337 >/dev/null 2>&1 &');
       const graded = await verify(env);
       assert.equal(graded.reward, 1, 'the reference solution');
       assert.equal(graded.source, 'reward.txt');
