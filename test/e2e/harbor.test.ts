@@ -142,7 +142,7 @@ describe('Harbor tasks on real Docker', { skip: tier('docker') }, () => {
     assert.equal(v.status, 202, JSON.stringify(v.body));
     const out = await finished(r.t, v.body.deployment.ID);
     assert.equal(out.deployment.Status, 'succeeded', `${out.deployment.Error}\n${r.log().slice(-2000)}`);
-    return out.phases.at(-1).Evidence;
+    return { ...out.phases.at(-1).Evidence, capture: out.deployment.VersionID as string };
   };
   const run = async (env: string, script: string) => {
     const out = await exec(r.t, env, 'main', ['sh', '-c', script]);
@@ -200,10 +200,15 @@ describe('Harbor tasks on real Docker', { skip: tier('docker') }, () => {
         graded.processes.join('\n'),
       );
 
-      const again = await verify(env);
+      // Re-grading the recorded capture: a fork of exactly that snapshot, graded by the same tests.
+      const f = await r.t.req('POST', `/v1/envs/${env}/fork`, { body: { version: graded.capture } });
+      assert.equal(f.status, 202, JSON.stringify(f.body));
+      const forked = await finished(r.t, f.body.deployment.ID);
+      assert.equal(forked.deployment.Status, 'succeeded', forked.deployment.Error);
+      const again = await verify(forked.deployment.EnvID);
       assert.deepEqual(
-        [again.reward, again.tests, again.verifier_image],
-        [1, graded.tests, graded.verifier_image],
+        [again.reward, again.tests, again.verifier_image, again.context],
+        [1, graded.tests, graded.verifier_image, graded.context],
       );
     });
   }
