@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
 import { lstat, mkdir, open, readFile, realpath, rm, symlink, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { Readable } from 'node:stream';
+import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { ReadableStream as WebReadable } from 'node:stream/web';
 import { createGunzip } from 'node:zlib';
@@ -84,13 +84,16 @@ export async function ensureContext(
     throw new Error(`fetching the project context from the control plane: HTTP ${r.status}`);
   const hash = createHash('sha256');
   let bytes = 0;
-  const body = Readable.fromWeb(r.body as WebReadable);
-  body.on('data', (chunk: Buffer) => {
-    bytes += chunk.length;
-    if (bytes > MAX_CONTEXT_BYTES) body.destroy(new Error('the project context is larger than 512 MiB'));
-    hash.update(chunk);
+  const meter = new Transform({
+    transform(chunk: Buffer, _enc, done) {
+      bytes += chunk.length;
+      if (bytes > MAX_CONTEXT_BYTES) return done(new Error('the project context is larger than 512 MiB'));
+      hash.update(chunk);
+      done(null, chunk);
+    },
   });
-  await pipeline(body, createWriteStream(archive, { mode: 0o600 }));
+  const body = Readable.fromWeb(r.body as WebReadable);
+  await pipeline(body, meter, createWriteStream(archive, { mode: 0o600 }));
   const got = hash.digest('hex');
   if (got !== ctx.sha256) {
     await rm(archive, { force: true });
