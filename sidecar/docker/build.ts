@@ -62,6 +62,8 @@ export async function buildImages(
   services: ServiceRecord[],
   filesDir: string,
   progress: (line: string) => void,
+  /** `deny` stacks build without a network, as they run: nothing leaves during a build either. */
+  egress: 'deny' | 'allow' = 'deny',
 ): Promise<Record<string, string>> {
   const ids: Record<string, string> = {};
   for (const s of services) {
@@ -84,6 +86,7 @@ export async function buildImages(
         labels: { [BUILD_LABEL]: s.name },
         rm: true,
         forcerm: true,
+        ...(egress === 'deny' ? { networkmode: 'none' } : {}),
       });
     } catch (err) {
       throw new DockerError(`build of service '${s.name}' failed: ${dockerMessage(err)}`);

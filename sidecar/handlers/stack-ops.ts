@@ -65,7 +65,7 @@ async function prepareProject(
   if (!dataset) return;
   const context = contextOf(cmd.payload);
   if (context) await ensureContext(dataset, context, cmd.progress);
-  await buildImages(ctx.docker, spec.services, contextFiles(dataset), cmd.progress);
+  await buildImages(ctx.docker, spec.services, contextFiles(dataset), cmd.progress, spec.egress);
 }
 
 /** Brings the stack up on prepared datasets and probes egress; returns what env.create reports. */

@@ -94,7 +94,8 @@ describe('project contexts on real Docker', { skip: tier('docker') }, () => {
     dir = writeProject({
       '.env': 'GREETING=hello-from-env\nMODE=prod\n',
       'app.env': 'FROM_ENV_FILE=yes\n',
-      'app/Dockerfile': `FROM ${BUSYBOX_IMAGE}\nARG GREETING\nRUN echo "$GREETING" > /greeting\nCOPY motd /motd\n`,
+      // An egress-deny stack builds without a network: the RUN step sees no interface but lo.
+      'app/Dockerfile': `FROM ${BUSYBOX_IMAGE}\nARG GREETING\nRUN echo "$GREETING" > /greeting && ls /sys/class/net > /net\nCOPY motd /motd\n`,
       'app/motd': 'built into the image\n',
       // A new context (and so a new image tag) on every run: the first deploy really builds.
       'app/nonce': randomUUID(),
@@ -135,12 +136,12 @@ describe('project contexts on real Docker', { skip: tier('docker') }, () => {
     const out = await exec(r.t, env, 'app', [
       'sh',
       '-c',
-      'cat /greeting /motd /etc/app/app.conf /run/secrets/token; echo; echo $FROM_ENV_FILE $MODE; ' +
+      'cat /greeting /net /motd /etc/app/app.conf /run/secrets/token; echo; echo $FROM_ENV_FILE $MODE; ' +
         'ls /etc/app; touch /etc/app/x 2>/dev/null && echo rw || echo ro; echo fork-me > /state/mark',
     ]);
     assert.equal(
       out.stdout,
-      'hello-from-env\nbuilt into the image\nsetting=1\ns3cret\nyes prod\napp.conf\nro\n',
+      'hello-from-env\nlo\nbuilt into the image\nsetting=1\ns3cret\nyes prod\napp.conf\nro\n',
     );
     const prepare = phases.find((p: any) => p.Name === 'prepare').Evidence;
     assert.match(prepare.digests.app, /^sha256:[0-9a-f]{64}$/);
