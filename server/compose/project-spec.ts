@@ -13,8 +13,8 @@ export function projectVariables(
   project: ProjectContext | undefined,
   env: Record<string, string>,
 ): Record<string, string> {
-  if (!project || !project.entries.has('.env')) return env;
-  const text = readContextFile(project, '.env', '.env');
+  if (!project?.entries.has('.env')) return env;
+  const text = readContextFile(project as ProjectContext, '.env', '.env');
   return { ...parseEnvFile(text ?? '', '.env'), ...env };
 }
 

@@ -22,8 +22,10 @@ const refused = (text: string, ...phrases: string[]) => assertRefused(() => pars
 describe('compose with a project context', () => {
   it('.env interpolates; env_file fills environment under the explicit values', () => {
     const { spec } = parse(
-      'services:\n  app:\n    image: "busybox:${TAG}"\n    env_file: [app.env]\n' +
-        '    environment: {DB_HOST: override, G: "${GREETING}", P: "${PLAIN}"}\n',
+      'services:\n  app:\n    image: "busybox:$' +
+        '{TAG}"\n    env_file: [app.env]\n    environment: {DB_HOST: override, G: "$' +
+        '{GREETING}", P: "$' +
+        '{PLAIN}"}\n',
     );
     const app = spec.services[0];
     assert.equal(app.image, 'busybox:1.2');

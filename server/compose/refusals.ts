@@ -59,7 +59,8 @@ const RULES: Record<string, Rule> = {
     refused: always('env_file'),
     reason:
       "files next to the compose file are read only from the project context: deploy with it (`svc deploy` uploads the compose file's directory) " +
-      'or put the variables under environment: (with ${VAR} interpolation)',
+      'or put the variables under environment: (with $' +
+      '{VAR} interpolation)',
   },
   extends: {
     refused: always('extends'),
