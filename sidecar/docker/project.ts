@@ -5,7 +5,18 @@
 // sources are checked with realpath right before every start: nothing outside the context mounts.
 import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
-import { lstat, mkdir, open, readFile, realpath, rm, symlink, writeFile } from 'node:fs/promises';
+import {
+  lchown,
+  lstat,
+  mkdir,
+  open,
+  readdir,
+  readFile,
+  realpath,
+  rm,
+  symlink,
+  writeFile,
+} from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -175,7 +186,27 @@ export async function bindSources(
           `service '${s.name}': the bind of './${b.source}' resolves outside the project context`,
         );
       out.set(b, real);
+      if (!b.read_only) await giveToUser(real, s.user);
     }
   }
   return out;
+}
+
+/**
+ * The context is extracted as the sidecar's user, so a non-root service could not write to its
+ * read-write binds (on a developer's machine the checkout belongs to that user). A root-owned rw
+ * bind source is handed, with everything under it, to the service's numeric user: it is the
+ * environment's own copy, nothing of the host.
+ */
+async function giveToUser(path: string, user: string): Promise<void> {
+  const m = /^(\d+)(?::(\d+))?$/.exec(user);
+  if (!m || m[1] === '0' || (await lstat(path)).uid !== 0) return;
+  const uid = Number(m[1]);
+  const gid = Number(m[2] ?? m[1]);
+  const walk = async (p: string): Promise<void> => {
+    await lchown(p, uid, gid);
+    const st = await lstat(p);
+    if (st.isDirectory()) for (const name of await readdir(p)) await walk(join(p, name));
+  };
+  await walk(path);
 }

@@ -26,6 +26,11 @@ services:
     environment: {MODE: "\${MODE:-dev}"}
     volumes: ["./conf:/etc/app:ro", "./state:/state", "data:/data"]
     secrets: [token]
+  worker:
+    image: ${BUSYBOX_IMAGE}
+    user: "1000:1000"
+    command: ${IDLE}
+    volumes: ["./shared:/shared"]
 volumes: {data: {}}
 secrets:
   token: {file: ./secrets/token.txt}
@@ -104,6 +109,7 @@ describe('project contexts on real Docker', { skip: tier('docker') }, () => {
       'conf/app.conf': 'setting=1\n',
       'secrets/token.txt': 's3cret',
       'state/.keep': '',
+      'shared/seed.txt': 'seed\n',
     });
     ctxId = (await upload(r, dir)).upload;
   });
