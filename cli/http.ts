@@ -10,6 +10,8 @@ export interface RequestOptions {
   json?: unknown;
   /** Raw body with its content type. */
   raw?: { data: Uint8Array; type: string };
+  /** Streamed body (large uploads), sent with its length. */
+  stream?: { body: ReadableStream; type: string; length: number };
   query?: Record<string, string>;
   /** Send the credential (default true). */
   auth?: boolean;
@@ -82,18 +84,28 @@ export class Client {
     for (const [k, v] of Object.entries(opts.query ?? {})) url.searchParams.set(k, v);
     const headers: Record<string, string> = { accept: 'application/json' };
     if (opts.auth !== false && this.#key) headers.authorization = `Bearer ${this.#key}`;
-    let body: Uint8Array | string | undefined;
+    let body: Uint8Array | string | ReadableStream | undefined;
     if (opts.json !== undefined) {
       body = JSON.stringify(opts.json);
       headers['content-type'] = 'application/json';
     } else if (opts.raw) {
       body = opts.raw.data;
       headers['content-type'] = opts.raw.type;
+    } else if (opts.stream) {
+      body = opts.stream.body;
+      headers['content-type'] = opts.stream.type;
+      headers['content-length'] = String(opts.stream.length);
     }
     let res: globalThis.Response;
     let bytes: Buffer;
     try {
-      res = await fetch(url, { method, headers, body, signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) });
+      res = await fetch(url, {
+        method,
+        headers,
+        body,
+        signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+        ...(opts.stream ? { duplex: 'half' } : {}),
+      } as RequestInit);
       bytes = Buffer.from(await res.arrayBuffer());
     } catch (err) {
       throw new CliError(`cannot reach ${this.server}: ${reasonOf(err)}`);

@@ -58,6 +58,8 @@ export interface Payloads {
     from_snapshot: string;
     warm: string[] | null;
     egress: Egress;
+    /** The project context, fetched once from `blob` into the context dataset unless already there. */
+    context?: { sha256: string; blob: BlobRef };
   };
   'env.snapshot': { name: string; keep_paused?: string[] };
   'env.fork': {
@@ -106,7 +108,14 @@ export interface Results {
   'env.exec': { exit_code: number; stdout: string; stderr: string };
   'env.put': { path: string };
   'env.get': { tar_b64: string; uploaded?: boolean; bytes?: number };
-  'verify.collect': { files: number; bytes: number; missing: string[]; refused: string[] };
+  'verify.collect': {
+    files: number;
+    bytes: number;
+    missing: string[];
+    refused: string[];
+    /** The agent's processes when it was frozen (`<pid> <user> <args>`). */
+    processes?: string[];
+  };
   'verify.run': {
     reward: number | null;
     exit_code: number | null;
@@ -114,6 +123,9 @@ export interface Results {
     stderr: string;
     source: string;
     ran_for: number;
+    /** Image id the verifier ran from, and the digest of the tests it saw (null without tests). */
+    verifier_image?: string;
+    tests_digest?: string | null;
   };
   'env.destroy': { destroyed: string };
   /** Services whose containers changed state. */

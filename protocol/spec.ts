@@ -41,6 +41,38 @@ export interface ServiceRecord {
   user: string;
   working_dir: string;
   resources: Resources;
+  /** Files of the project context mounted into the service (relative binds, file secrets). */
+  binds?: BindMount[];
+  /** Built by the sidecar from the project context; `image` is then its content tag. */
+  build?: BuildSpec;
+}
+
+/** The volume (dataset) that holds an environment's project context on the host. */
+export const CONTEXT_VOLUME = 'svc.context';
+/** Images the sidecar builds are tagged `svc-build:<sha256 of context digest and build options>`. */
+export const BUILD_REPO = 'svc-build';
+
+export interface BindMount {
+  /** Path inside the project context, normalised ('' is the context itself, never '..'). */
+  source: string;
+  target: string;
+  read_only: boolean;
+}
+
+export interface BuildSpec {
+  /** Build context directory inside the project context ('' for the root). */
+  context: string;
+  /** Dockerfile path relative to the build context. */
+  dockerfile: string;
+  args: Record<string, string>;
+  target: string;
+}
+
+/** The uploaded project context a version was deployed with (spec: PUT /v1/uploads). */
+export interface ContextRef {
+  upload: string;
+  sha256: string;
+  bytes: number;
 }
 
 export interface VerifierSpec {
@@ -50,6 +82,10 @@ export interface VerifierSpec {
   /** Absolute paths collected from the agent service. */
   collect: string[];
   timeout_sec: number;
+  /** A directory of the project context mounted read-only at /tests in the grader's fork only. */
+  tests?: string;
+  /** Variables set for the verifier run only (Harbor's [verifier].env). */
+  env?: Record<string, string>;
 }
 
 export type Egress = 'deny' | 'allow';
@@ -61,6 +97,8 @@ export interface EnvSpec {
   egress: Egress;
   agent: { service: string } | null;
   verifier: VerifierSpec | null;
+  /** Present when the project was deployed with an uploaded context. */
+  context?: ContextRef;
 }
 
 export function effectiveResources(r: Resources): Resources {

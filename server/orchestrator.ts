@@ -11,6 +11,7 @@ import { Blobs } from './hosts/blobs.ts';
 import { failUnfinishedCommands } from './hosts/command-store.ts';
 import { Dispatcher, type Driver } from './hosts/dispatcher.ts';
 import { Hub, type HubLogger, type JoinTokenConsumer } from './hosts/hub.ts';
+import { archivePath } from './uploads/uploads.ts';
 
 export const JOIN_WAIT_MS = 6 * 60_000;
 
@@ -43,6 +44,7 @@ export function createOrchestrator(
   const hub = new Hub(db, opts.consumeJoinToken, log, opts.onJoined);
   const dispatcher = new Dispatcher(db, hub, opts.drivers);
   hub.dispatcher = dispatcher;
+  const blobs = new Blobs(() => config.publicUrl);
   const deps: OrchestratorDeps = {
     db,
     log,
@@ -58,13 +60,13 @@ export function createOrchestrator(
       return config.sidecarUrl;
     },
     joinWaitMs: JOIN_WAIT_MS,
+    offerContext: (upload) => blobs.offerFile(archivePath(config.uploadsDir, upload)),
   };
   dispatcher.onLateResult = (hostId, f) =>
     void lateResult(deps, hostId, f).catch((err) =>
       log.warn({ host: hostId, err: (err as Error).message }, 'cleaning up after a late result failed'),
     );
   const engine = new Engine(deps, KINDS);
-  const blobs = new Blobs(() => config.publicUrl);
   return {
     hub,
     dispatcher,

@@ -20,6 +20,7 @@ import { projectRoutes } from './projects/routes.ts';
 import { providerRoutes } from './providers/routes.ts';
 import { releaseRoutes } from './releases/routes.ts';
 import { sandboxRoutes } from './sandboxes/routes.ts';
+import { uploadRoutes } from './uploads/routes.ts';
 
 export type RouteModule = (app: App, ctx: AppContext) => void | Promise<void>;
 
@@ -44,6 +45,7 @@ const modules: RouteModule[] = [
   eventStreamRoutes,
   codehostRoutes,
   consoleRoutes,
+  uploadRoutes,
 ];
 
 export async function registerRoutes(app: App, ctx: AppContext): Promise<void> {

@@ -1,6 +1,7 @@
 // The verbs that start a deployment: deploy, fork, snapshot, rollback, verify. Each posts, then by
 // default watches the deployment to its end (wait.ts); `--wait=false` prints the 202 answer.
 import { readFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
 import {
   CliError,
   type Command,
@@ -9,6 +10,8 @@ import {
   type RunContext,
   UsageError,
 } from '../command.ts';
+import { needsContext, uploadContext } from '../context.ts';
+import { harborCompose } from '../harbor.ts';
 import { seg } from '../http.ts';
 import { watchDeployment } from '../wait.ts';
 
@@ -46,7 +49,11 @@ function readCompose(file: string): string {
 export const deploy: Command = {
   words: ['deploy'],
   summary: 'Deploy a compose file to a project environment (POST /v1/projects/{project}/deploy)',
-  details: 'The warm command runs in the first service after health; it is split on whitespace.',
+  details:
+    'The warm command runs in the first service after health; it is split on whitespace.\n' +
+    'When the compose file reads files next to it (build:, env_file:, file secrets, ./ binds, .env),\n' +
+    'its directory is uploaded as the context (honouring .dockerignore; PUT /v1/uploads).\n' +
+    '--harbor DIR deploys a Harbor task folder (the folder is the context).',
   flags: [
     { name: 'project', type: 'string', value: 'P', required: true, help: 'Project name or id (required)' },
     { name: 'env', type: 'string', value: 'alpha', default: 'alpha', help: 'Environment name' },
@@ -64,6 +71,7 @@ export const deploy: Command = {
       value: "'cmd args'",
       help: 'Command run after health, split on whitespace',
     },
+    { name: 'harbor', type: 'string', value: 'DIR', help: 'Deploy a Harbor task folder instead of -f' },
     WAIT,
   ],
   positionals: [],
@@ -71,11 +79,13 @@ export const deploy: Command = {
     const warm =
       ctx.flags.warm === undefined ? undefined : String(ctx.flags.warm).split(/\s+/).filter(Boolean);
     if (warm?.length === 0) throw new UsageError('--warm needs a command', deploy);
-    const body: Record<string, unknown> = {
-      env: ctx.flags.env,
-      compose: readCompose(ctx.flags.file as string),
-    };
+    const harbor = ctx.flags.harbor === undefined ? null : harborCompose(String(ctx.flags.harbor));
+    const file = ctx.flags.file as string;
+    const compose = harbor ? harbor.compose : readCompose(file);
+    const root = harbor ? harbor.root : dirname(resolve(file));
+    const body: Record<string, unknown> = { env: ctx.flags.env, compose };
     if (warm) body.warm = warm;
+    if (harbor || needsContext(compose, root)) body.context = await uploadContext(ctx.client(), root);
     return start(ctx, `/v1/projects/${seg(ctx.flags.project as string)}/deploy`, body);
   },
 };

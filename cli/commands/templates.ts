@@ -1,6 +1,8 @@
 // `templates` (GET /v1/templates) and `init` (writes a template's compose text to a new file).
 import { existsSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { CliError, type Command } from '../command.ts';
+import { harborCompose } from '../harbor.ts';
 
 interface Template {
   name: string;
@@ -38,10 +40,18 @@ export const init: Command = {
     'deploy invocation that runs it.',
   flags: [
     { name: 'out', type: 'string', value: 'compose.yaml', default: 'compose.yaml', help: 'File to write' },
+    {
+      name: 'from-harbor',
+      type: 'string',
+      value: 'DIR',
+      help: 'Write DIR/compose.yaml for a Harbor task folder (deploy it with svc deploy -f DIR/compose.yaml)',
+    },
   ],
-  positionals: [{ name: 'kind or template' }],
+  positionals: [{ name: 'kind or template', optional: true }],
   async run(ctx) {
     const [want] = ctx.args;
+    if (ctx.flags['from-harbor'] !== undefined) return initHarbor(ctx.io, String(ctx.flags['from-harbor']));
+    if (!want) throw new CliError('init needs a kind or template name (or --from-harbor DIR)');
     const out = ctx.flags.out as string;
     if (existsSync(out)) throw exists(out);
     const r = await ctx.client().json<{ templates: Template[] }>('GET', '/v1/templates');
@@ -67,3 +77,19 @@ export const init: Command = {
     return 0;
   },
 };
+
+function initHarbor(io: { out(s: string): void }, dir: string): number {
+  const { compose } = harborCompose(dir);
+  const out = join(dir, 'compose.yaml');
+  try {
+    writeFileSync(out, compose, { flag: 'wx', mode: 0o644 });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'EEXIST') throw exists(out);
+    throw new CliError(
+      `cannot write ${out}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
+    );
+  }
+  io.out(`wrote ${out} from the Harbor task in ${dir}\n`);
+  io.out(`deploy it with: svc deploy --project <project> -f ${maybeQuote(out)}\n`);
+  return 0;
+}

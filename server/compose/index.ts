@@ -3,14 +3,18 @@
 // starting `compose: `) becomes the HTTP 400 reason. `imageSandboxSpec` builds the spec of the
 // `POST /v1/sandboxes` image form.
 import type { EnvSpec } from '../../protocol/spec.ts';
+import type { ProjectContext } from './context.ts';
 import { loadCompose } from './load.ts';
 import { checkPublishedConflicts } from './ports.ts';
+import { checkProjectSpec, projectHook, projectVariables } from './project-spec.ts';
 import { checkTopLevel, parseBackings } from './refusals.ts';
 import { linkDependencies, type ParsedService, parseService } from './services.ts';
 import { asList, asMap, fail, NAME_RE, type Node } from './tree.ts';
+import { resolveVerifierTests } from './verifier-tests.ts';
 import { parseVolumeDeclarations, type VolumeContext } from './volumes.ts';
 import { parseExtensions } from './xsvc.ts';
 
+export { emptyContext, type ProjectContext } from './context.ts';
 export { checkImageRef, type ImageSandboxInput, imageSandboxSpec } from './image.ts';
 export { MAX_COMPOSE_BYTES } from './load.ts';
 export { ComposeError } from './tree.ts';
@@ -20,6 +24,11 @@ export const MAX_SERVICES = 500;
 export interface ParseOptions {
   /** Variables for `${VAR}` interpolation. Nothing else is consulted. */
   env?: Record<string, string>;
+  /**
+   * The uploaded project directory: `.env` adds interpolation variables (those in `env` win), and
+   * relative binds, env_file:, file secrets and build: are served from it.
+   */
+  project?: ProjectContext;
 }
 
 export interface ParsedCompose {
@@ -34,7 +43,7 @@ export function parseCompose(text: string, opts: ParseOptions = {}): ParsedCompo
     fail('interpolation variables must be an object');
   }
   const warnings: string[] = [];
-  const { root, unset } = loadCompose(text, env);
+  const { root, unset } = loadCompose(text, projectVariables(opts.project, env));
   if (unset.length) {
     warnings.push(`variables not set, replaced by an empty string: ${unset.join(', ')}`);
   }
@@ -45,14 +54,16 @@ export function parseCompose(text: string, opts: ParseOptions = {}): ParsedCompo
   const configs = parseBackings(root.get('configs'), 'configs');
   const { active, leftOut } = selectServices(root.get('services'), warnings);
 
-  const volumes: VolumeContext = { declared, used: new Set(), warnings };
+  const project = projectHook(root, opts.project);
+  const volumes: VolumeContext = { declared, used: new Set(), warnings, project: opts.project };
   const parsed: ParsedService[] = active.map(([name, node]) =>
-    parseService(name, node, { volumes, secrets, configs, warnings }),
+    parseService(name, node, { volumes, secrets, configs, warnings, project }),
   );
   linkDependencies(parsed, leftOut, warnings);
   const services = parsed.map((p) => p.record);
   checkPublishedConflicts(services);
   const ext = parseExtensions(root, services, leftOut);
+  resolveVerifierTests(ext.verifier, opts.project);
 
   if (droppedTop.length) {
     warnings.push(`dropped top-level ${droppedTop.join(', ')} (the sidecar manages these itself)`);
@@ -66,16 +77,15 @@ export function parseCompose(text: string, opts: ParseOptions = {}): ParsedCompo
       'ports are not published while x-svc.egress is deny (set x-svc.egress: allow to publish them)',
     );
   }
-  return {
-    spec: {
-      services,
-      volumes: [...volumes.used],
-      egress: ext.egress,
-      agent: ext.agent,
-      verifier: ext.verifier,
-    },
-    warnings,
+  const spec: EnvSpec = {
+    services,
+    volumes: [...volumes.used],
+    egress: ext.egress,
+    agent: ext.agent,
+    verifier: ext.verifier,
   };
+  if (opts.project) checkProjectSpec(spec, declared);
+  return { spec, warnings };
 }
 
 /** File order; services behind `profiles:` do not start by default in compose, so they are left out. */

@@ -10,7 +10,7 @@ describe('compose refusals', () => {
     refuses(
       'services:\n  app:\n    build: .\n',
       "service 'app': build: without image:",
-      'never builds images',
+      "needs the project's files",
       'push the image',
     );
     refuses('services:\n  app:\n    build: {context: ., dockerfile: Dockerfile}\n', "service 'app': build:");

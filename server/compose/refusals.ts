@@ -57,7 +57,10 @@ const RULES: Record<string, Rule> = {
   cgroup: { refused: sharing('cgroup'), reason: `${NAMESPACE_WAY_OUT}: remove cgroup` },
   env_file: {
     refused: always('env_file'),
-    reason: `files next to the compose file are never read: put the variables under environment: (with \${VAR} interpolation)`,
+    reason:
+      "files next to the compose file are read only from the project context: deploy with it (`svc deploy` uploads the compose file's directory) " +
+      'or put the variables under environment: (with $' +
+      '{VAR} interpolation)',
   },
   extends: {
     refused: always('extends'),
@@ -148,7 +151,8 @@ export function checkSecretUse(
   const how = declared.get(name) ?? `is not declared under the top-level ${kind}:`;
   fail(
     `service '${service}': ${kind}: '${name}' ${how}; ${kind} are not mounted and host files are never read: ` +
-      `pass the value through environment: (with \${VAR} interpolation) or copy the file in with \`svc files put\``,
+      `pass the value through environment: (with \${VAR} interpolation), copy the file in with \`svc files put\`, ` +
+      "or deploy with the project context (`svc deploy` uploads the compose file's directory) to mount file secrets",
   );
 }
 

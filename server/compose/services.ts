@@ -4,6 +4,7 @@ import type { DependsCondition, ServiceRecord } from '../../protocol/spec.ts';
 import { parseHealthcheck } from './health.ts';
 import { checkImageRef } from './image.ts';
 import { parsePorts } from './ports.ts';
+import { applyProject, builtFromContext, PROJECT_KEYS, type ProjectHook } from './project.ts';
 import {
   type Backings,
   checkRuledKey,
@@ -31,6 +32,8 @@ export interface ServiceContext {
   secrets: Backings;
   configs: Backings;
   warnings: string[];
+  /** The project context (uploaded with the deploy), when there is one. */
+  project?: ProjectHook;
 }
 
 export interface DependsRef {
@@ -58,7 +61,7 @@ export function parseService(name: string, node: Node, ctx: ServiceContext): Par
   const svc = asMap(node, where);
   const dropped: string[] = [];
   for (const [key, value] of svc) {
-    if (HANDLED.has(key)) {
+    if (HANDLED.has(key) || (ctx.project && PROJECT_KEYS.has(key))) {
       continue;
     }
     if (isRuledKey(key)) {
@@ -72,15 +75,17 @@ export function parseService(name: string, node: Node, ctx: ServiceContext): Par
       fail(`${where}: unknown key '${key}'`);
     }
   }
-  if (svc.has('secrets')) {
+  if (svc.has('secrets') && !ctx.project) {
     checkSecretUse(name, 'secrets', svc.get('secrets') ?? null, ctx.secrets);
   }
-  if (svc.has('configs')) {
+  if (svc.has('configs') && !ctx.project) {
     checkSecretUse(name, 'configs', svc.get('configs') ?? null, ctx.configs);
   }
+  const binds: NonNullable<ServiceRecord['binds']> = [];
+  ctx.volumes.binds = binds;
   const record: ServiceRecord = {
     name,
-    image: parseImage(name, svc, ctx.warnings),
+    image: builtFromContext(name, svc, ctx.project?.project) ? '' : parseImage(name, svc, ctx.warnings),
     env: parseEnvironment(name, svc.get('environment'), ctx.warnings),
     ports: parsePorts(svc.get('ports'), `${where}: ports`),
     volumes: parseServiceVolumes(name, svc.get('volumes'), ctx.volumes),
@@ -92,6 +97,7 @@ export function parseService(name: string, node: Node, ctx: ServiceContext): Par
     working_dir: parseWorkingDir(name, svc.get('working_dir')),
     resources: parseResources(name, svc, ctx.warnings),
   };
+  if (ctx.project) applyProject(record, svc, ctx.project, binds, ctx.warnings);
   if (dropped.length) {
     ctx.warnings.push(`${where}: dropped ${dropped.join(', ')} (the sidecar manages these itself)`);
   }
@@ -105,8 +111,8 @@ function parseImage(name: string, svc: NodeMap, warnings: string[]): string {
   if (image === undefined || image === null) {
     if (hasBuild) {
       fail(
-        `${where}: build: without image: is refused; the sidecar never builds images: build and push the ` +
-          'image to a registry, then set image: to it',
+        `${where}: build: without image: needs the project's files; deploy with its context ` +
+          "(`svc deploy` uploads the compose file's directory) or build and push the image, then set image: to it",
       );
     }
     fail(

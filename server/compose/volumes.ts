@@ -2,6 +2,9 @@
 // and forks with the environment. Host paths never reach a container; anonymous volumes get a
 // stable derived name so they snapshot too.
 import { createHash } from 'node:crypto';
+import type { BindMount } from '../../protocol/spec.ts';
+import type { ProjectContext } from './context.ts';
+import { contextBind } from './project-files.ts';
 import {
   asBool,
   asMap,
@@ -17,7 +20,8 @@ import {
 
 export const BIND_WAY_OUT =
   'host paths are never mounted: use a named volume (named volumes are datasets that snapshot and fork) ' +
-  'and copy files in with `svc files put`';
+  'and copy files in with `svc files put`, or deploy with the project context (`svc deploy` uploads the ' +
+  "compose file's directory) to mount its files with a relative path (./dir:/path)";
 
 /** What the service volume parser needs to know and records while it runs. */
 export interface VolumeContext {
@@ -25,7 +29,14 @@ export interface VolumeContext {
   /** Named volumes in order of first use. */
   used: Set<string>;
   warnings: string[];
+  /** With a project context, relative binds mount its files; they are collected in `binds`. */
+  project?: ProjectContext;
+  binds?: BindMount[];
 }
+
+/** A host path the project context can serve: relative, not absolute or home. */
+const isRelative = (source: string) =>
+  !source.startsWith('/') && !source.startsWith('~') && !/^[a-zA-Z]:\\/.test(source);
 
 const DECL_KEYS = new Set(['driver', 'driver_opts', 'external', 'labels', 'name']);
 
@@ -102,6 +113,10 @@ export function parseServiceVolumes(service: string, node: Node | undefined, ctx
       fail(`${where}: two volumes are mounted at ${mount.target}`);
     }
     targets.add(mount.target);
+    if (mount.bind) {
+      ctx.binds?.push(mount.bind);
+      return;
+    }
     out.push(`${mount.volume}:${mount.target}${mount.readOnly ? ':ro' : ''}`);
   });
   return out;
@@ -111,6 +126,18 @@ interface Mount {
   volume: string;
   target: string;
   readOnly: boolean;
+  bind?: BindMount;
+}
+
+function projectBind(
+  ctx: VolumeContext,
+  raw: string,
+  target: string,
+  readOnly: boolean,
+  where: string,
+): Mount {
+  const bind = contextBind(ctx.project as ProjectContext, raw, target, readOnly, where, ctx.warnings);
+  return { volume: '', target, readOnly, bind };
 }
 
 const HARMLESS_MODES = new Set(['rw', 'z', 'Z', 'nocopy', 'consistent', 'cached', 'delegated']);
@@ -129,6 +156,9 @@ function shortVolume(service: string, item: Node, ctx: VolumeContext): Mount {
   const [source, target, mode = ''] = parts;
   if (source === '' || target === '') {
     fail(`${where}: the volume or the path is empty (is a variable unset?); expected <volume>:<path>[:ro]`);
+  }
+  if (isHostPath(source) && ctx.project && isRelative(source)) {
+    return projectBind(ctx, source, containerPath(target, where), mode.split(',').includes('ro'), where);
   }
   if (isHostPath(source)) {
     fail(`service '${service}': volumes: '${raw}' is a host bind mount; ${BIND_WAY_OUT}`);
@@ -175,6 +205,9 @@ function longVolume(service: string, item: NodeMap, ctx: VolumeContext, where: s
       : '';
   const target = containerPath(scalarText(item.get('target'), `${where}.target`), where);
   const readOnly = asBool(item.get('read_only'), `${where}.read_only`);
+  if (type === 'bind' && ctx.project && isRelative(source)) {
+    return projectBind(ctx, source, target, readOnly, `${where}.source`);
+  }
   if (type === 'bind') {
     fail(
       `service '${service}': volumes: type: bind of '${source}' at ${target} is a host bind mount; ${BIND_WAY_OUT}`,

@@ -15,6 +15,7 @@ import {
   show,
   stringOrList,
 } from './tree.ts';
+import { verifierExtras } from './verifier-tests.ts';
 
 export interface Extensions {
   egress: Egress;
@@ -30,10 +31,12 @@ const LEAVES = new Set([
   'verifier.command',
   'verifier.collect',
   'verifier.timeout_sec',
+  'verifier.tests',
+  'verifier.env',
 ]);
 const BRANCHES = new Set(['', 'agent', 'verifier']);
 const KNOWN =
-  'the x-svc keys are x-svc.agent.service, x-svc.verifier.{image,service,command,collect,timeout_sec} and x-svc.egress';
+  'the x-svc keys are x-svc.agent.service, x-svc.verifier.{image,service,command,collect,timeout_sec,tests,env} and x-svc.egress';
 export const DEFAULT_VERIFIER_TIMEOUT_SEC = 600;
 
 interface Flat {
@@ -134,7 +137,7 @@ function parseVerifier(flat: Flat, find: Find): VerifierSpec | null {
     const node = flat.leaves.get(`verifier.${key}`);
     return node === null ? undefined : node;
   };
-  const keys = ['image', 'service', 'command', 'collect', 'timeout_sec'];
+  const keys = ['image', 'service', 'command', 'collect', 'timeout_sec', 'tests', 'env'];
   if (!flat.branches.has('verifier') && keys.every((k) => get(k) === undefined)) {
     return null;
   }
@@ -161,6 +164,7 @@ function parseVerifier(flat: Flat, find: Find): VerifierSpec | null {
         ? DEFAULT_VERIFIER_TIMEOUT_SEC
         : asInt(get('timeout_sec'), 'x-svc.verifier.timeout_sec', 1, 86_400),
   };
+  Object.assign(spec, verifierExtras(get('tests'), get('env')));
   if (image !== undefined) {
     spec.image = scalarText(image, 'x-svc.verifier.image').trim();
     checkImageRef(spec.image, 'x-svc.verifier.image');

@@ -30,6 +30,8 @@ export interface Config {
   releasesDir: string;
   /** SVC_SECRETS_KEY: 32 bytes (base64 or hex) sealing provider tokens; '' = key file beside the DB. */
   secretsKey: string;
+  /** Where project contexts (PUT /v1/uploads) are kept: SVC_UPLOADS_DIR, else next to an embedded db. */
+  uploadsDir: string;
 }
 
 export class ConfigError extends Error {}
@@ -104,6 +106,13 @@ function checkSecretsKey(value: string): string {
   return value;
 }
 
+/** `<db>.uploads` for an embedded database file; under the home directory for Postgres or memory. */
+function defaultUploadsDir(db: string, env: NodeJS.ProcessEnv): string {
+  if (!/^postgres(ql)?:\/\//i.test(db) && db !== ':memory:' && !db.startsWith('file::memory:'))
+    return `${db}.uploads`;
+  return `${env.HOME || '/tmp'}/.svc/uploads`;
+}
+
 export const USAGE = `usage: svc-server [-addr :8080] [-db svc.db|postgres://...] [-public-url URL] [-sidecar-url URL] [-v] [--dev]`;
 
 export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env): Config {
@@ -173,5 +182,6 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
     },
     releasesDir: env.SVC_RELEASES_DIR || 'bin',
     secretsKey: checkSecretsKey(env.SVC_SECRETS_KEY ?? ''),
+    uploadsDir: env.SVC_UPLOADS_DIR || defaultUploadsDir(db, env),
   };
 }

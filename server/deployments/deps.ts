@@ -1,5 +1,6 @@
 // What deployment kinds may use. Kept as an interface so orchestrator tests can run the real
 // engine with a fake sidecar, and so provisioning and drivers plug in without the engine knowing.
+import type { BlobRef } from '../../protocol/commands.ts';
 import type { Db } from '../db/types.ts';
 import type { Dispatcher } from '../hosts/dispatcher.ts';
 
@@ -44,4 +45,6 @@ export interface OrchestratorDeps {
   sidecarUrl: string;
   /** How long the deploy `join` phase waits for a provisioned host (spec: 6 minutes). */
   joinWaitMs: number;
+  /** A one-time URL for an uploaded project context (PUT /v1/uploads), for env.create. */
+  offerContext?(upload: string): BlobRef;
 }

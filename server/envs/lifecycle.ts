@@ -10,6 +10,7 @@ import { BadRequest, Conflict, NotFound } from '../errors.ts';
 import { getHostRow } from '../hosts/store.ts';
 import type { Caller } from '../identity/auth.ts';
 import { findProject, type Project } from '../projects/store.ts';
+import { parseWithContext } from '../uploads/parse.ts';
 import {
   countEnvsNamed,
   type Environment,
@@ -109,10 +110,13 @@ export async function deploy(
   engine: Engine,
   caller: Caller,
   projectRef: string,
-  body: { env?: string; compose: string; warm?: string[] },
+  body: { env?: string; compose: string; warm?: string[]; context?: string },
+  uploadsDir = '',
 ): Promise<Started> {
   const project = await projectOf(db, caller, projectRef);
-  const spec = parseSpec(body.compose);
+  const spec = body.context
+    ? await parseWithContext(db, uploadsDir, caller.teamId, body.compose, body.context)
+    : parseSpec(body.compose);
   const { deployment, phases } = await deploySpec(db, engine, caller, project, spec, body);
   return { deployment, phases };
 }

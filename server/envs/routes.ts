@@ -30,11 +30,16 @@ export function envRoutes(app: App, ctx: AppContext): void {
           env: Type.Optional(Type.String({ minLength: 1, maxLength: 63 })),
           compose: Type.String({ minLength: 1 }),
           warm: Type.Optional(Type.Array(Type.String({ maxLength: 65536 }), { maxItems: 4096 })),
+          context: Type.Optional(
+            Type.String({ maxLength: 100, description: 'An upload id (upl_…) from PUT /v1/uploads' }),
+          ),
         }),
       },
     },
     async (req, reply) =>
-      reply.code(202).send(await life.deploy(db, engine, req.caller, req.params.project, req.body)),
+      reply
+        .code(202)
+        .send(await life.deploy(db, engine, req.caller, req.params.project, req.body, ctx.config.uploadsDir)),
   );
 
   app.post(

@@ -84,6 +84,23 @@ const versionOf = (r: VersionRow): Version => ({
   CreatedAt: r.created_at,
 });
 
+/**
+ * service → image digest (the image id for images built on the host) of the deploy that made a
+ * version. Kept beside the version (the wire record's fields are the spec's), shown in evidence.
+ */
+export async function versionDigests(q: Queryable, id: string): Promise<Record<string, string>> {
+  const row = await q.get<{ digests: string }>('SELECT digests FROM versions WHERE id = ?', [id]);
+  return parseJson(row?.digests ?? '{}', {});
+}
+
+export async function setVersionDigests(
+  q: Queryable,
+  id: string,
+  digests: Record<string, string>,
+): Promise<void> {
+  await q.run('UPDATE versions SET digests = ? WHERE id = ?', [json(digests), id]);
+}
+
 export interface NewEnv {
   projectId: string;
   teamId: string;

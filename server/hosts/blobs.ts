@@ -3,6 +3,7 @@
 // token and the sidecar, which only ever dials out, fetches or uploads them. Tokens are held in
 // memory only, hashed, single use, and expire after 10 minutes.
 
+import { createReadStream } from 'node:fs';
 import { MAX_ARCHIVE_BYTES } from '../../protocol/commands.ts';
 import { newId, newSecret } from '../../protocol/ids.ts';
 import { NotFound, TooLarge, Unauthorized } from '../errors.ts';
@@ -17,6 +18,8 @@ export const BLOB_PATH = '/v1/hosts/blobs';
 interface Blob {
   tokenHash: string;
   data: Buffer | null;
+  /** A file streamed from disk instead of `data` (project contexts, up to 512 MiB). */
+  file?: string;
   direction: 'download' | 'upload';
   expires: number;
   resolve?: (b: Buffer) => void;
@@ -46,6 +49,11 @@ export class Blobs {
   /** Parks bytes for a host to download once. */
   offer(data: Buffer): BlobRef {
     return this.#put({ data, direction: 'download' });
+  }
+
+  /** Parks a file on disk for a host to download once, streamed (never read into memory). */
+  offerFile(path: string): BlobRef {
+    return this.#put({ data: null, file: path, direction: 'download' });
   }
 
   /** A place a host may upload once; `received` resolves with the bytes. */
@@ -84,7 +92,7 @@ export class Blobs {
       async (req, reply) => {
         const blob = this.#take(req.params.id, req.headers.authorization, 'download');
         reply.type('application/octet-stream');
-        return blob.data;
+        return blob.file ? reply.send(createReadStream(blob.file)) : blob.data;
       },
     );
     app.register(async (scope) => {

@@ -16,6 +16,7 @@ import {
   type ServiceRecord,
 } from '../../protocol/spec.ts';
 import { DockerError } from './errors.ts';
+import { renderBinds } from './render-project.ts';
 
 export const ENV_LABEL = 'svc.env';
 
@@ -92,6 +93,8 @@ function service(svc: ServiceRecord, input: RenderInput): Record<string, unknown
   if (deps.length)
     out.depends_on = Object.fromEntries(deps.map(([name, d]) => [name, { condition: d.condition }]));
   if (svc.volumes.length) out.volumes = svc.volumes.map(lit);
+  const binds = renderBinds(svc, input.volumePaths, lit);
+  if (binds.length) out.volumes = [...((out.volumes as unknown[]) ?? []), ...binds];
   // '[published:]target[/proto]' is compose's own short form; without a published part Docker picks a host port.
   if (input.egress === 'allow' && svc.ports.length) out.ports = [...svc.ports];
   out.mem_limit = `${res.memory_mb}m`;

@@ -2,7 +2,7 @@
 // the egress probe. A first create or a fork that fails leaves nothing running behind it.
 import { chown, readdir, stat } from 'node:fs/promises';
 import type { Results } from '../../protocol/commands.ts';
-import type { ServiceRecord } from '../../protocol/spec.ts';
+import { CONTEXT_VOLUME, type ServiceRecord } from '../../protocol/spec.ts';
 import {
   composeTool,
   loadSpec,
@@ -13,6 +13,14 @@ import {
   saveSpec,
   stackOf,
 } from '../context.ts';
+import { buildImages } from '../docker/build.ts';
+import {
+  bindSources,
+  checkProjectFields,
+  contextFiles,
+  contextOf,
+  ensureContext,
+} from '../docker/project.ts';
 import * as p from '../payload.ts';
 import type { CommandContext } from '../runner.ts';
 
@@ -36,7 +44,28 @@ async function ownFreshVolumes(services: ServiceRecord[], paths: Record<string, 
 }
 
 function specOf(payload: Record<string, unknown>, version = ''): SavedSpec {
-  return { services: p.services(payload), volumes: p.volumes(payload), egress: p.egress(payload), version };
+  const spec = {
+    services: p.services(payload),
+    volumes: p.volumes(payload),
+    egress: p.egress(payload),
+    version,
+  };
+  checkProjectFields(spec.services, spec.volumes);
+  return spec;
+}
+
+/** env.create only: the context into its dataset (once per digest), then the images it builds. */
+async function prepareProject(
+  ctx: SidecarContext,
+  cmd: CommandContext,
+  spec: SavedSpec,
+  paths: Record<string, string>,
+) {
+  const dataset = paths[CONTEXT_VOLUME];
+  if (!dataset) return;
+  const context = contextOf(cmd.payload);
+  if (context) await ensureContext(dataset, context, cmd.progress);
+  await buildImages(ctx.docker, spec.services, contextFiles(dataset), cmd.progress, spec.egress);
 }
 
 /** Brings the stack up on prepared datasets and probes egress; returns what env.create reports. */
@@ -48,6 +77,8 @@ async function startStack(
   paths: Record<string, string>,
 ) {
   await ownFreshVolumes(spec.services, paths);
+  // Binds resolve inside the context on every start (a link planted since cannot point out).
+  if (paths[CONTEXT_VOLUME]) await bindSources(paths[CONTEXT_VOLUME], spec.services);
   await saveSpec(ctx, envId, spec);
   const stack = stackOf(ctx, envId, spec, paths);
   cmd.progress(
@@ -87,6 +118,7 @@ export async function envCreate(ctx: SidecarContext, cmd: CommandContext): Promi
   }
   const paths = await ctx.storage.prepare(cmd.envId, spec.volumes);
   try {
+    await prepareProject(ctx, cmd, spec, paths);
     const { stack, started_in, egress } = await startStack(ctx, cmd, cmd.envId, spec, paths);
     return {
       endpoints: await stack.endpoints(),

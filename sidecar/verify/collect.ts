@@ -14,6 +14,7 @@ import { projectName } from '../docker/render.ts';
 import * as p from '../payload.ts';
 import type { CommandContext } from '../runner.ts';
 import { checkTree, LIMITS, Refusal, typeReason } from './limits.ts';
+import { processList } from './processes.ts';
 
 export const verifyDir = (ctx: SidecarContext, id: string) => join(ctx.dataDir, 'verify', id);
 
@@ -117,6 +118,7 @@ export async function verifyCollect(
   const info = await engine.inspect(agent);
   if (!info.State.Pid) throw new Error(`agent service '${agent}' has no running process to collect from`);
   const root = `/proc/${info.State.Pid}/root`;
+  const processes = await processList(ctx.docker, info.Id);
 
   const dest = join(verifyDir(ctx, id), 'submission');
   await rm(dest, { recursive: true, force: true });
@@ -149,5 +151,6 @@ export async function verifyCollect(
     bytes: refused.length ? 0 : tally.bytes,
     missing,
     refused,
+    processes,
   };
 }

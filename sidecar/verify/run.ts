@@ -16,6 +16,7 @@ import { networkName, projectName } from '../docker/render.ts';
 import * as p from '../payload.ts';
 import type { CommandContext } from '../runner.ts';
 import { verifyDir } from './collect.ts';
+import { graderExtras } from './tests.ts';
 
 export const TAIL_BYTES = 4096;
 const tail = (s: string) => (s.length > TAIL_BYTES ? s.slice(-TAIL_BYTES) : s);
@@ -104,7 +105,8 @@ export async function verifyRun(ctx: SidecarContext, cmd: CommandContext): Promi
   await rm(logs, { recursive: true, force: true });
   await mkdir(logs, { recursive: true, mode: 0o755 });
 
-  const binds = [`${submission}:/submission:ro`, `${logs}:/logs/verifier`];
+  const extras = await graderExtras(ctx, cmd.envId, cmd.payload.verifier as Record<string, unknown>);
+  const binds = [`${submission}:/submission:ro`, `${logs}:/logs/verifier`, ...extras.binds];
   const limits = {
     Memory: DEFAULT_RESOURCES.memory_mb * 1024 * 1024,
     PidsLimit: DEFAULT_RESOURCES.pids,
@@ -116,6 +118,7 @@ export async function verifyRun(ctx: SidecarContext, cmd: CommandContext): Promi
     opts = {
       Image: verifier.image,
       User: '0',
+      Env: extras.env,
       ...argvOf(verifier.command),
       HostConfig: { Binds: binds, NetworkMode: networkName(cmd.envId), ...limits },
     };
@@ -126,7 +129,7 @@ export async function verifyRun(ctx: SidecarContext, cmd: CommandContext): Promi
       Image: info.Image,
       User: '0',
       WorkingDir: info.Config.WorkingDir || undefined,
-      Env: info.Config.Env,
+      Env: [...(info.Config.Env ?? []), ...extras.env],
       ...argvOf(verifier.command),
       HostConfig: { Binds: binds, NetworkMode: `container:${info.Id}`, VolumesFrom: [info.Id], ...limits },
     };
@@ -152,7 +155,14 @@ export async function verifyRun(ctx: SidecarContext, cmd: CommandContext): Promi
     const raw = (await container.logs({ stdout: true, stderr: true, follow: false })) as unknown as Buffer;
     const out = demuxAll(raw);
     const { reward, source } = await readReward(logs);
+    const image = await ctx.docker
+      .getImage(opts.Image as string)
+      .inspect()
+      .then((i) => i.Id)
+      .catch(() => '');
     return {
+      verifier_image: image,
+      tests_digest: extras.testsDigest,
       reward,
       exit_code: outcome.StatusCode,
       stdout: tail(out.stdout),

@@ -185,12 +185,17 @@ forEachDialect('fork, snapshot, rollback, verify, destroy', (dialect) => {
     ]);
     assert.deepEqual(evidenceKeys(phases, 'verdict'), [
       'agent_frozen',
+      'context',
       'exit_code',
       'missing',
+      'processes',
       'refused',
       'reward',
+      'snapshot',
       'source',
+      'tests',
       'took_ms',
+      'verifier_image',
     ]);
     const verdict = phases[5].Evidence;
     assert.equal(verdict.reward, 1);

@@ -2,7 +2,14 @@
 import type { Results } from '../../../protocol/commands.ts';
 import type { EnvSpec } from '../../../protocol/spec.ts';
 import { snapshotRefusal } from '../../clouds/providers.ts';
-import { getEnv, getVersion, insertVersion, markVersionHealthy, updateEnv } from '../../envs/store.ts';
+import {
+  getEnv,
+  getVersion,
+  insertVersion,
+  markVersionHealthy,
+  setVersionDigests,
+  updateEnv,
+} from '../../envs/store.ts';
 import { appendEvent } from '../../events/store.ts';
 import { type KindDef, PhaseFailure, type RunContext, Skip } from '../engine.ts';
 import { place } from '../placement.ts';
@@ -139,12 +146,28 @@ async function prepare(ctx: Ctx) {
     from_snapshot: '',
     warm: p(ctx).warm,
     egress: spec.egress,
+    ...contextPayload(ctx, spec),
   });
   p(ctx).endpoints = r.endpoints;
   p(ctx).started_in = r.started_in;
+  await setVersionDigests(ctx.deps.db, ctx.dep.VersionID, r.digests ?? {});
   // A driver host says what its provider enforces of the egress rule instead of degrading silently.
   const said = r.enforcement ? { egress: r.enforcement, caps: r.caps, sandbox: r.sandbox } : {};
-  return { version: ctx.dep.VersionID, endpoints: r.endpoints, ...said };
+  if (!spec.context) return { version: ctx.dep.VersionID, endpoints: r.endpoints, ...said };
+  return {
+    version: ctx.dep.VersionID,
+    endpoints: r.endpoints,
+    context: spec.context.sha256,
+    digests: r.digests,
+    ...said,
+  };
+}
+
+/** The project context rides along as a one-time URL; the sidecar fetches it unless it has those bytes. */
+function contextPayload(ctx: Ctx, spec: EnvSpec) {
+  if (!spec.context) return {};
+  if (!ctx.deps.offerContext) throw new Error('this control plane cannot serve project contexts');
+  return { context: { sha256: spec.context.sha256, blob: ctx.deps.offerContext(spec.context.upload) } };
 }
 
 async function start(ctx: Ctx) {

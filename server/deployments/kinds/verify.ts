@@ -15,6 +15,11 @@ interface VerifyParams {
   grader_env?: string;
   collect?: { files: number; bytes: number; missing: string[]; refused: string[] };
   grade?: { reward: number | null; exit_code: number | null; source: string };
+  /** For the grading record (verdict evidence). */
+  snapshot?: string;
+  processes?: string[];
+  verifier_image?: string;
+  tests_digest?: string | null;
 }
 
 type Ctx = RunContext<unknown>;
@@ -45,6 +50,7 @@ async function collect(ctx: Ctx) {
     collect: s.verifier.collect,
   });
   p(ctx).collect = { files: r.files, bytes: r.bytes, missing: r.missing, refused: r.refused };
+  p(ctx).processes = r.processes ?? [];
   return p(ctx).collect;
 }
 
@@ -53,6 +59,7 @@ async function snapshot(ctx: Ctx) {
   const keep = p(ctx).resume ? [] : [p(ctx).agent_service];
   const evidence = await takeSnapshot(ctx, env.HostID, env.ID, ctx.dep.VersionID, keep);
   await markVersionHealthy(ctx.deps.db, ctx.dep.VersionID, evidence.snapshot);
+  p(ctx).snapshot = evidence.snapshot;
   return evidence;
 }
 
@@ -97,6 +104,8 @@ async function grade(ctx: Ctx) {
     (s.verifier.timeout_sec + 60) * 1000,
   );
   p(ctx).grade = { reward: r.reward, exit_code: r.exit_code, source: r.source };
+  p(ctx).verifier_image = r.verifier_image ?? '';
+  p(ctx).tests_digest = r.tests_digest ?? null;
   return {
     reward: r.reward,
     exit_code: r.exit_code,
@@ -130,6 +139,21 @@ async function destroyGrader(ctx: Ctx): Promise<void> {
   }
 }
 
+/**
+ * What makes a reward reproducible and auditable: the snapshot graded, the project context digest,
+ * the verifier's image id, the tests' digest and the agent's processes when it was frozen.
+ */
+async function gradingRecord(ctx: Ctx) {
+  const v = await getVersion(ctx.deps.db, ctx.dep.TeamID, ctx.dep.VersionID).catch(() => undefined);
+  return {
+    snapshot: p(ctx).snapshot ?? null,
+    context: v?.Spec.context?.sha256 ?? null,
+    verifier_image: p(ctx).verifier_image || null,
+    tests: p(ctx).tests_digest ?? null,
+    processes: p(ctx).processes ?? [],
+  };
+}
+
 async function verdict(ctx: Ctx, failure: unknown) {
   await destroyGrader(ctx);
   const c = p(ctx).collect;
@@ -142,6 +166,7 @@ async function verdict(ctx: Ctx, failure: unknown) {
     missing: c?.missing ?? [],
     agent_frozen: !p(ctx).resume,
     took_ms: tookMs(ctx),
+    ...(await gradingRecord(ctx)),
   };
   return { status: failure ? ('failed' as const) : ('succeeded' as const), evidence };
 }

@@ -1,0 +1,26 @@
+// What a build or project context leaves out: `.dockerignore` as Docker reads it (shared by the
+// CLI, which ships the context, and the sidecar, which streams build contexts to the engine).
+import { createRequire } from 'node:module';
+
+interface Ignore {
+  add(patterns: string[]): Ignore;
+  ignores(path: string): boolean;
+}
+
+// A CommonJS module whose export is the factory itself.
+const dockerignore = createRequire(import.meta.url)('@balena/dockerignore') as (opts?: {
+  ignorecase?: boolean;
+}) => Ignore;
+
+export type IgnoreTest = (path: string, isDir: boolean) => boolean;
+
+/** Compiles .dockerignore text; the test says whether a context-relative path is left out. */
+export function compileIgnore(text: string): IgnoreTest {
+  const lines = text.split(/\r?\n/).map((l) => l.trim());
+  const patterns = lines.filter((l) => l !== '' && !l.startsWith('#'));
+  if (patterns.length === 0) return () => false;
+  const ig = dockerignore({ ignorecase: false }).add(patterns);
+  // A directory left out is still walked when an exception (!pattern) could bring a file back.
+  const hasExceptions = patterns.some((p) => p.startsWith('!'));
+  return (path, isDir) => ig.ignores(path) && !(isDir && hasExceptions);
+}

@@ -1,0 +1,132 @@
+// Project context archives (raw tar or tar.gz) on the control plane's disk: streamed in with a
+// byte limit and a running sha256 (never held in memory), then indexed in one streaming pass that
+// refuses what no project needs: absolute or climbing paths, hard links, devices and fifos, too
+// many entries or too many unpacked bytes. Files the parser reads are taken out in a later pass.
+import { createHash } from 'node:crypto';
+import { createReadStream, createWriteStream } from 'node:fs';
+import { type Readable, Transform } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { createGunzip } from 'node:zlib';
+import tar from 'tar-stream';
+import type { ContextEntry } from '../compose/context.ts';
+import { BadRequest, TooLarge } from '../errors.ts';
+
+export const MAX_UPLOAD_BYTES = 512 * 1024 * 1024;
+export const MAX_UNPACKED_BYTES = 2 * 1024 * 1024 * 1024;
+export const MAX_ENTRIES = 100_000;
+
+/** Streams `body` into `path`; rejects with 413 past `limit` bytes. */
+export async function receive(
+  body: Readable,
+  path: string,
+  limit = MAX_UPLOAD_BYTES,
+): Promise<{ sha256: string; bytes: number }> {
+  const hash = createHash('sha256');
+  let bytes = 0;
+  const meter = new Transform({
+    transform(chunk: Buffer, _enc, done) {
+      bytes += chunk.length;
+      if (bytes > limit) return done(new TooLarge(`upload larger than ${limit / 1024 / 1024} MiB`));
+      hash.update(chunk);
+      done(null, chunk);
+    },
+  });
+  await pipeline(body, meter, createWriteStream(path, { mode: 0o600 }));
+  if (bytes === 0) throw new BadRequest('the upload is empty; send a tar archive (raw or gzip)');
+  return { sha256: hash.digest('hex'), bytes };
+}
+
+/** The archive's bytes, gunzipped when they start with the gzip magic. */
+async function tarStream(path: string): Promise<Readable> {
+  const head = await new Promise<Buffer>((resolve, reject) => {
+    const s = createReadStream(path, { start: 0, end: 1 });
+    const parts: Buffer[] = [];
+    s.on('data', (d) => parts.push(d as Buffer));
+    s.on('end', () => resolve(Buffer.concat(parts)));
+    s.on('error', reject);
+  });
+  const file = createReadStream(path);
+  if (head[0] === 0x1f && head[1] === 0x8b) return file.pipe(createGunzip());
+  return file;
+}
+
+/** `./a/b/` → `a/b`; null for an absolute path or one with `..`. */
+export function entryPath(name: string): string | null {
+  if (name.startsWith('/') || name.includes('\0')) return null;
+  const parts = name.split('/').filter((p) => p !== '' && p !== '.');
+  if (parts.includes('..')) return null;
+  return parts.join('/');
+}
+
+type Visit = (path: string, header: tar.Header, stream: AsyncIterable<unknown>) => Promise<void>;
+
+async function walk(path: string, visit: Visit): Promise<void> {
+  const extract = tar.extract();
+  const source = await tarStream(path);
+  source.on('error', (err) => extract.destroy(err));
+  source.pipe(extract);
+  try {
+    for await (const entry of extract) {
+      const p = entryPath(entry.header.name);
+      if (p === null)
+        throw new BadRequest(`archive entry '${entry.header.name.slice(0, 200)}' is absolute or has '..'`);
+      await visit(p, entry.header, entry);
+      entry.resume();
+    }
+  } catch (err) {
+    source.destroy();
+    if (err instanceof BadRequest || err instanceof TooLarge) throw err;
+    throw new BadRequest(`not a tar archive (raw or gzip): ${(err as Error).message}`);
+  }
+}
+
+/** Every entry of the archive, validated. */
+export async function indexArchive(path: string): Promise<Map<string, ContextEntry>> {
+  const entries = new Map<string, ContextEntry>();
+  let unpacked = 0;
+  await walk(path, async (p, h) => {
+    if (entries.size >= MAX_ENTRIES) throw new BadRequest(`the archive has more than ${MAX_ENTRIES} entries`);
+    if (p.length > 4096) throw new BadRequest('an archive path is longer than 4096 characters');
+    unpacked += h.size ?? 0;
+    if (unpacked > MAX_UNPACKED_BYTES) throw new TooLarge('the archive unpacks to more than 2 GiB');
+    const parts = p.split('/');
+    for (let i = 1; i < parts.length; i++) {
+      const dir = parts.slice(0, i).join('/');
+      if (!entries.has(dir)) entries.set(dir, { kind: 'dir', size: 0 });
+    }
+    if (p === '') return;
+    if (h.type === 'directory') entries.set(p, { kind: 'dir', size: 0 });
+    else if (h.type === 'file' || h.type === 'contiguous-file')
+      entries.set(p, { kind: 'file', size: h.size ?? 0 });
+    else if (h.type === 'symlink') entries.set(p, { kind: 'symlink', size: 0, link: h.linkname ?? '' });
+    else if (h.type === 'link')
+      throw new BadRequest(`archive entry '${p}' is a hard link; archive the file itself`);
+    else
+      throw new BadRequest(
+        `archive entry '${p}' is a ${h.type}; only files, directories and symlinks are accepted`,
+      );
+  });
+  return entries;
+}
+
+/** The text of the named files (each at most `max` bytes). */
+export async function readFiles(
+  path: string,
+  wanted: Set<string>,
+  max: number,
+): Promise<Map<string, string>> {
+  const out = new Map<string, string>();
+  if (wanted.size === 0) return out;
+  await walk(path, async (p, h, stream) => {
+    if (!wanted.has(p) || h.type !== 'file' || (h.size ?? 0) > max) return;
+    const parts: Buffer[] = [];
+    for await (const chunk of stream) parts.push(chunk as Buffer);
+    out.set(p, Buffer.concat(parts).toString('utf8'));
+  });
+  return out;
+}
+
+/** Copies the stored archive to a writable (the sidecar's one-time download). */
+export async function streamTo(path: string, to: NodeJS.WritableStream): Promise<void> {
+  await pipeline(createReadStream(path), to);
+}

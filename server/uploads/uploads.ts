@@ -1,0 +1,79 @@
+// PUT /v1/uploads: a project context (raw tar or tar.gz, at most 512 MiB) streamed to disk under
+// `<uploads dir>/<id>.tar` with its index `<id>.json`; the row ties it to the team. A deploy names
+// it by id; its version records the digest, and the bytes stay for forks, rollbacks and redeploys.
+import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Readable } from 'node:stream';
+import { newId } from '../../protocol/ids.ts';
+import type { ContextRef } from '../../protocol/spec.ts';
+import { type ContextEntry, MAX_READ_BYTES, type ProjectContext } from '../compose/context.ts';
+import type { Db } from '../db/types.ts';
+import { now } from '../db/types.ts';
+import { BadRequest, NotFound } from '../errors.ts';
+import { indexArchive, readFiles, receive } from './archive.ts';
+
+export const UPLOAD_PREFIX = 'upl_';
+const ID = /^upl_[0-9a-z]{22}$/;
+
+export interface Upload {
+  upload: string;
+  sha256: string;
+  bytes: number;
+}
+
+export const archivePath = (dir: string, id: string) => join(dir, `${id}.tar`);
+const indexPath = (dir: string, id: string) => join(dir, `${id}.json`);
+
+export async function createUpload(db: Db, dir: string, teamId: string, body: Readable): Promise<Upload> {
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  const id = newId(UPLOAD_PREFIX);
+  const tmp = join(dir, `${id}.part`);
+  try {
+    const { sha256, bytes } = await receive(body, tmp);
+    const entries = await indexArchive(tmp);
+    await writeFile(indexPath(dir, id), JSON.stringify([...entries]));
+    await rename(tmp, archivePath(dir, id));
+    await db.run('INSERT INTO uploads (id, team_id, sha256, bytes, created_at) VALUES (?, ?, ?, ?, ?)', [
+      id,
+      teamId,
+      sha256,
+      bytes,
+      now(),
+    ]);
+    return { upload: id, sha256, bytes };
+  } catch (err) {
+    await rm(tmp, { force: true });
+    await rm(indexPath(dir, id), { force: true });
+    throw err;
+  }
+}
+
+/** The team's upload, or 404 / 400 for a malformed id. */
+export async function findUpload(db: Db, teamId: string, id: string): Promise<Upload> {
+  if (!ID.test(id)) throw new BadRequest(`context '${id.slice(0, 80)}' is not an upload id (upl_…)`);
+  const row = await db.get<{ id: string; sha256: string; bytes: number | string }>(
+    'SELECT id, sha256, bytes FROM uploads WHERE id = ? AND team_id = ?',
+    [id, teamId],
+  );
+  if (!row) throw new NotFound(`upload ${id} not found`);
+  return { upload: row.id, sha256: row.sha256, bytes: Number(row.bytes) };
+}
+
+/** The parser's view of an upload: its index and the text of `wanted` files. */
+export async function projectContext(dir: string, up: Upload, wanted: Set<string>): Promise<ProjectContext> {
+  let list: [string, ContextEntry][];
+  try {
+    list = JSON.parse(await readFile(indexPath(dir, up.upload), 'utf8'));
+  } catch {
+    throw new NotFound(`upload ${up.upload} is no longer on this server; upload the context again`);
+  }
+  const entries = new Map(list);
+  const files = await readFiles(archivePath(dir, up.upload), wanted, MAX_READ_BYTES);
+  return { sha256: up.sha256, entries, files, wanted: new Set() };
+}
+
+export const contextRef = (up: Upload): ContextRef => ({
+  upload: up.upload,
+  sha256: up.sha256,
+  bytes: up.bytes,
+});

@@ -1,0 +1,215 @@
+// Harbor tasks of the shared corpus, end to end on real Docker. The corpus holds their task.toml,
+// instruction and compose files only, so each task folder is copied and completed with stubs:
+// Dockerfiles FROM the local busybox image (no registry here), tests/test.sh and solution/solve.sh.
+// The folder becomes a deployment (cli/harbor.ts), ships as the context, and is graded: the
+// reference solution gets 1, a wrong answer 0, and an agent that plants /logs/verifier/reward.txt
+// or rewrites /tests in its own environment still gets 0.
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { packContext } from '../../cli/context.ts';
+import { harborCompose } from '../../cli/harbor.ts';
+import { BUSYBOX_IMAGE, ensureTestImages } from '../support/images.ts';
+import { tier } from '../support/tiers.ts';
+import { exec, finished, type Real, startReal } from './real.ts';
+
+const TASKS = '/work/shared/corpus/tasks';
+/** The agent (uid 1000) may write where a cheating agent would try: its work, /logs and /tests. */
+const MAIN_DOCKERFILE =
+  `FROM ${BUSYBOX_IMAGE}\n` +
+  'RUN mkdir -p /app /logs/verifier /tests && chown -R 1000:1000 /app /logs /tests\nWORKDIR /app\n';
+
+/**
+ * A side service standing in for the task's own (an API, an MCP server, a simulated user): busybox
+ * httpd serving `files` on `port`, with python and python3 shimmed for the task's healthcheck.
+ */
+function sideService(port: number, files: Record<string, string>): string {
+  const shim = `#!/bin/sh\\nexec wget -q -O /dev/null http://127.0.0.1:${port}/\\n`;
+  const writes = Object.entries(files)
+    .map(([name, text]) => `echo '${text}' > /www/${name}`)
+    .join(' && ');
+  return (
+    `FROM ${BUSYBOX_IMAGE}\nRUN mkdir /www && ${writes} && echo ok > /www/index.html && ` +
+    `printf '${shim}' > /usr/bin/python3 && chmod +x /usr/bin/python3 && cp /usr/bin/python3 /usr/bin/python\n` +
+    `CMD ["httpd", "-f", "-p", "${port}", "-h", "/www"]\n`
+  );
+}
+
+/** tests/test.sh: reward 1 when `check` (a shell condition) holds. */
+const testSh = (check: string) => `if ${check}; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n`;
+
+interface Stub {
+  task: string;
+  files: Record<string, string>;
+  solve: string;
+  wrong: string;
+}
+
+const STUBS: Stub[] = [
+  {
+    task: 'harbor-cookbook__simple-task',
+    files: {
+      'environment/Dockerfile': MAIN_DOCKERFILE,
+      'tests/test.sh':
+        'if [ "$(cat /app/hello.txt 2>/dev/null)" = "Hello, world!" ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n',
+      'solution/solve.sh': "printf 'Hello, world!\\n' > /app/hello.txt\n",
+    },
+    solve: "printf 'Hello, world!\\n' > /app/hello.txt",
+    wrong: 'echo goodbye > /app/hello.txt',
+  },
+  {
+    task: 'harbor-cookbook__multi-container',
+    files: {
+      'environment/Dockerfile': MAIN_DOCKERFILE,
+      'environment/api-server/Dockerfile': sideService(5000, { items: '[{"name": "harbor"}]' }),
+      'tests/test.sh': testSh(
+        'want=$(wget -q -O - http://api-server:5000/items) && [ -n "$want" ] && [ "$want" = "$(cat /app/items.json)" ]',
+      ),
+      'solution/solve.sh': 'wget -q -O /app/items.json http://api-server:5000/items\n',
+    },
+    solve: 'wget -q -O /app/items.json http://api-server:5000/items',
+    wrong: 'echo "[]" > /app/items.json',
+  },
+  {
+    task: 'harbor-cookbook__mcp-tools',
+    files: {
+      'environment/Dockerfile': MAIN_DOCKERFILE,
+      'environment/mcp-server/Dockerfile': sideService(8000, {
+        secret: 's3cret-42',
+        timestamp: '1700000000',
+      }),
+      'tests/test.sh': testSh(
+        '[ "$(cat /app/secret.txt)" = "$(wget -q -O - http://mcp-server:8000/secret)" ] && ' +
+          '[ "$(cat /app/timestamp.txt)" = "$(wget -q -O - http://mcp-server:8000/timestamp)" ]',
+      ),
+      'solution/solve.sh':
+        'wget -q -O /app/secret.txt http://mcp-server:8000/secret; wget -q -O /app/timestamp.txt http://mcp-server:8000/timestamp\n',
+    },
+    solve:
+      'wget -q -O /app/secret.txt http://mcp-server:8000/secret && wget -q -O /app/timestamp.txt http://mcp-server:8000/timestamp',
+    wrong: 'echo guess > /app/secret.txt && echo 0 > /app/timestamp.txt',
+  },
+  {
+    task: 'harbor-cookbook__simulated-user',
+    files: {
+      'environment/Dockerfile': MAIN_DOCKERFILE,
+      'environment/user-server/Dockerfile': sideService(8000, { ask_user: 'celsius to fahrenheit' }),
+      'tests/test.sh': testSh('grep -q "$(wget -q -O - http://user-server:8000/ask_user)" /app/convert.py'),
+      'solution/solve.sh':
+        'printf "# %s\\n" "$(wget -q -O - http://user-server:8000/ask_user)" > /app/convert.py\n',
+    },
+    solve: 'printf "# %s\\n" "$(wget -q -O - http://user-server:8000/ask_user)" > /app/convert.py',
+    wrong: 'echo "print(1)" > /app/convert.py',
+  },
+];
+
+function completeTask(stub: Stub): string {
+  const dir = join(mkdtempSync(join(tmpdir(), 'svc-harbor-')), stub.task);
+  cpSync(join(TASKS, stub.task), dir, { recursive: true });
+  for (const [path, text] of Object.entries(stub.files)) {
+    mkdirSync(join(dir, path, '..'), { recursive: true });
+    writeFileSync(join(dir, path), text);
+  }
+  return dir;
+}
+
+describe('Harbor tasks on real Docker', { skip: tier('docker') }, () => {
+  let r: Real;
+  const dirs: string[] = [];
+  before(async () => {
+    await ensureTestImages();
+    r = await startReal();
+    await r.t.req('POST', '/v1/projects', { body: { name: 'harbor', kind: 'agent' } });
+  });
+  after(async () => {
+    // The images the tasks' builds made (each run's context, and so each tag, is new).
+    const specs = r ? await r.t.server.ctx.db.all<{ spec: string }>('SELECT spec FROM versions') : [];
+    const built = new Set(
+      specs.flatMap((v) =>
+        (JSON.parse(v.spec).services ?? []).filter((s: any) => s.build).map((s: any) => s.image),
+      ),
+    );
+    await r?.close();
+    for (const d of dirs) rmSync(join(d, '..'), { recursive: true, force: true });
+    for (const image of built) execFileSync('docker', ['image', 'rm', '-f', image], { stdio: 'ignore' });
+  });
+
+  const verify = async (env: string) => {
+    const v = await r.t.req('POST', `/v1/envs/${env}/verify`, { body: { resume: true } });
+    assert.equal(v.status, 202, JSON.stringify(v.body));
+    const out = await finished(r.t, v.body.deployment.ID);
+    assert.equal(out.deployment.Status, 'succeeded', `${out.deployment.Error}\n${r.log().slice(-2000)}`);
+    return { ...out.phases.at(-1).Evidence, capture: out.deployment.VersionID as string };
+  };
+  const run = async (env: string, script: string) => {
+    const out = await exec(r.t, env, 'main', ['sh', '-c', script]);
+    assert.equal(out.exit_code, 0, out.stderr);
+  };
+
+  for (const stub of STUBS) {
+    test(`${stub.task}: deploys; solution 1, wrong 0, planted reward 0, rewritten /tests 0`, async () => {
+      const dir = completeTask(stub);
+      dirs.push(dir);
+      const { compose, root } = harborCompose(dir);
+      const { file, done } = await packContext(root);
+      const up = await r.t.req('PUT', '/v1/uploads', {
+        raw: readFileSync(file),
+        headers: { 'content-type': 'application/gzip' },
+      });
+      done();
+      assert.equal(up.status, 201, JSON.stringify(up.body));
+      const d = await r.t.req('POST', '/v1/projects/harbor/deploy', {
+        body: { env: stub.task.split('__')[1], compose, context: up.body.upload },
+      });
+      assert.equal(d.status, 202, JSON.stringify(d.body));
+      const deployed = await finished(r.t, d.body.deployment.ID);
+      assert.equal(
+        deployed.deployment.Status,
+        'succeeded',
+        `${deployed.deployment.Error}\n${r.log().slice(-3000)}`,
+      );
+      const env = deployed.deployment.EnvID;
+
+      const hidden = await exec(r.t, env, 'main', ['sh', '-c', 'ls /tests; id -u']);
+      assert.equal(hidden.stdout, '1000\n', 'the agent sees no tests and is not root');
+
+      await run(env, stub.wrong);
+      assert.equal((await verify(env)).reward, 0, 'a wrong answer');
+
+      await run(env, 'echo 1 > /logs/verifier/reward.txt');
+      assert.equal((await verify(env)).reward, 0, 'a reward planted by the agent');
+
+      await run(env, 'printf "echo 1 > /logs/verifier/reward.txt\\n" > /tests/test.sh');
+      assert.equal((await verify(env)).reward, 0, 'tests rewritten in the agent environment');
+
+      await run(env, stub.solve);
+      // A daemon the agent leaves behind shows up in the grading record.
+      await run(env, 'sleep 31337 >/dev/null 2>&1 &');
+      const graded = await verify(env);
+      assert.equal(graded.reward, 1, 'the reference solution');
+      assert.equal(graded.source, 'reward.txt');
+      assert.equal(graded.context, up.body.sha256);
+      assert.match(graded.snapshot, /^ver_/);
+      assert.match(graded.verifier_image, /^sha256:[0-9a-f]{64}$/);
+      assert.match(graded.tests, /^sha256:[0-9a-f]{64}$/);
+      assert.ok(
+        graded.processes.some((p: string) => p.endsWith(' sleep 31337')),
+        graded.processes.join('\n'),
+      );
+
+      // Re-grading the recorded capture: a fork of exactly that snapshot, graded by the same tests.
+      const f = await r.t.req('POST', `/v1/envs/${env}/fork`, { body: { version: graded.capture } });
+      assert.equal(f.status, 202, JSON.stringify(f.body));
+      const forked = await finished(r.t, f.body.deployment.ID);
+      assert.equal(forked.deployment.Status, 'succeeded', forked.deployment.Error);
+      const again = await verify(forked.deployment.EnvID);
+      assert.deepEqual(
+        [again.reward, again.tests, again.verifier_image, again.context],
+        [1, graded.tests, graded.verifier_image, graded.context],
+      );
+    });
+  }
+});
