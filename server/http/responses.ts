@@ -18,10 +18,11 @@ function checkerOf(schema: TSchema): TypeCheck<TSchema> {
   return c;
 }
 
-function responsesOf(method: string, url: string): Record<string, TSchema> | undefined {
-  const ok = RESPONSES[`${method} ${url}`];
-  if (!ok) return undefined;
-  return { ...ok, '4xx': ErrorBody, '5xx': ErrorBody };
+/** What a route answers: its own declaration or ours, and `{error}` for every failure. */
+function responsesOf(method: string, url: string, own: unknown): Record<string, unknown> | undefined {
+  const ours = RESPONSES[`${method} ${url}`];
+  if (!ours && !own) return undefined;
+  return { '4xx': ErrorBody, '5xx': ErrorBody, ...ours, ...(own as object | undefined) };
 }
 
 export function declareResponses(
@@ -32,8 +33,8 @@ export function declareResponses(
   app.addHook('onRoute', (route) => {
     const methods = Array.isArray(route.method) ? route.method : [route.method];
     for (const method of methods) {
-      const response = responsesOf(method, route.url ?? route.path);
-      if (response && !route.schema?.response) route.schema = { ...route.schema, response };
+      const response = responsesOf(method, route.url ?? route.path, route.schema?.response);
+      if (response) route.schema = { ...route.schema, response };
     }
   });
   if (!check) return;

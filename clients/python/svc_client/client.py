@@ -130,6 +130,11 @@ class Client:
     def create_project(self, name, kind=None, source=None):
         return self._call("POST", "/v1/projects", body=_body(name=name, kind=kind, source=source))
 
+    @route("PUT", "/v1/uploads")
+    def upload_context(self, archive):
+        """A project context (tar or tar.gz bytes, at most 512 MiB): {upload, sha256, bytes} for deploy(context=)."""
+        return self._call("PUT", "/v1/uploads", raw=archive, content_type="application/x-tar", timeout=600)
+
     @route("GET", "/v1/projects/{project}/envs")
     def project_envs(self, project):
         return self._call("GET", "/v1/projects/%s/envs" % quote(project))["environments"]

@@ -133,6 +133,20 @@ class ClientTest(unittest.TestCase):
         deps = self.c.env_deployments(env)
         self.assertEqual(deps[0]["Kind"], "destroy", status)
 
+    def test_a_project_context_is_uploaded(self):
+        import io
+        import tarfile
+
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            data = b"GREETING=hello\n"
+            info = tarfile.TarInfo(".env")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        got = self.c.upload_context(buf.getvalue())
+        self.assertTrue(got["upload"].startswith("upl_"))
+        self.assertEqual(got["bytes"], len(buf.getvalue()))
+
     def test_a_warm_pool_is_set_read_and_removed(self):
         version, _ = healthy_version(self.c)
         self.assertEqual(self.c.set_pool(version, 0)["size"], 0)

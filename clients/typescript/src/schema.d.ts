@@ -1584,6 +1584,8 @@ export interface paths {
         content: {
           "application/json": {
             compose: string;
+            /** @description An upload id (upl_…) from PUT /v1/uploads */
+            context?: string;
             env?: string;
             warm?: string[];
           };
@@ -2282,6 +2284,41 @@ export interface paths {
                   requires?: unknown;
                   warm?: string[];
                 }[];
+            };
+          };
+        };
+      };
+    };
+  };
+  "/v1/uploads": {
+    /** Upload a project context (raw tar or tar.gz, at most 512 MiB) */
+    put: {
+      responses: {
+        /** @description Default Response */
+        "4XX": {
+          content: {
+            "application/json": {
+              error: string;
+            };
+          };
+        };
+        /** @description Default Response */
+        "5XX": {
+          content: {
+            "application/json": {
+              error: string;
+            };
+          };
+        };
+        /** @description Default Response */
+        201: {
+          content: {
+            "application/json": {
+              bytes: number;
+              /** @description sha256 of the uploaded bytes (the context digest) */
+              sha256: string;
+              /** @description Upload id (upl_…), the `context` of a deploy */
+              upload: string;
             };
           };
         };
