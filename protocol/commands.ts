@@ -53,6 +53,10 @@ export interface Payloads {
     from_snapshot: string;
     warm: string[] | null;
     egress: Egress;
+    /** The agent service (`x-svc.agent.service`): the sidecar refuses to run it as uid 0. */
+    agent?: string;
+    /** Disk limit across the volumes in MiB (`x-svc.disk_mb`). */
+    disk_mb?: number;
   };
   'env.snapshot': { name: string; keep_paused?: string[] };
   'env.fork': {
@@ -61,6 +65,8 @@ export interface Payloads {
     services: ServiceRecord[];
     volumes: string[];
     egress: Egress;
+    agent?: string;
+    disk_mb?: number;
   };
   'env.rollback': { snapshot: string };
   'env.exec': { service: string; cmd: string[]; timeout_sec?: number };
@@ -85,6 +91,8 @@ export interface Results {
     digests: Record<string, string>;
     storage: string;
     egress: 'allowed' | 'denied (verified)';
+    /** How the disk limit is enforced on this host (e.g. 'xfs project quota'); older sidecars omit it. */
+    disk_quota?: string;
   };
   'env.snapshot': { snapshot: string; datasets: string[]; frozen_for: number; consistent: boolean };
   'env.fork': { forked_in: number; endpoints: Record<string, string> };

@@ -4,6 +4,10 @@
 
 export const DEFAULT_RESOURCES = { memory_mb: 4096, pids: 2048, cpus: 2.0 } as const;
 
+/** Disk an environment may use across its volumes (`x-svc.disk_mb`), when the compose file does not say. */
+export const DEFAULT_DISK_MB = 10_240;
+export const MAX_DISK_MB = 16 * 1024 * 1024;
+
 /** Zero in any field means "the sidecar default" (DEFAULT_RESOURCES). */
 export interface Resources {
   memory_mb: number;
@@ -61,7 +65,13 @@ export interface EnvSpec {
   egress: Egress;
   agent: { service: string } | null;
   verifier: VerifierSpec | null;
+  /** Disk limit across the environment's volumes in MiB (`x-svc.disk_mb`); absent in older versions (the default). */
+  disk_mb?: number;
 }
+
+/** The disk limit an environment gets: its spec's, else the default. */
+export const diskLimitMb = (spec: { disk_mb?: number }) =>
+  spec.disk_mb && spec.disk_mb > 0 ? spec.disk_mb : DEFAULT_DISK_MB;
 
 export function effectiveResources(r: Resources): Resources {
   return {

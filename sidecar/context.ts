@@ -17,6 +17,10 @@ export interface SavedSpec {
   volumes: string[];
   egress: Egress;
   version?: string;
+  /** The agent service, never run as uid 0. */
+  agent?: string;
+  /** Disk limit across the volumes in MiB. */
+  disk_mb?: number;
 }
 
 export interface SidecarContext {

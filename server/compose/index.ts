@@ -73,6 +73,7 @@ export function parseCompose(text: string, opts: ParseOptions = {}): ParsedCompo
       egress: ext.egress,
       agent: ext.agent,
       verifier: ext.verifier,
+      disk_mb: ext.disk_mb,
     },
     warnings,
   };

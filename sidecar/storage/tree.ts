@@ -9,6 +9,7 @@ import { StorageError, UnknownSnapshot } from './errors.ts';
 import { exists, fsyncDir } from './exec.ts';
 import type { Layout } from './layout.ts';
 import { checkCloneTarget, checkName, checkVolumes } from './names.ts';
+import { type TreeQuota, treeQuota } from './quota.ts';
 import type { StorageBackend } from './types.ts';
 
 export interface TreeOps {
@@ -31,11 +32,23 @@ export class TreeBackend implements StorageBackend {
   readonly kind: 'dir' | 'btrfs';
   readonly layout: Layout;
   readonly ops: TreeOps;
+  #quota: Promise<TreeQuota> | undefined;
 
   constructor(layout: Layout, ops: TreeOps) {
     this.layout = layout;
     this.ops = ops;
     this.kind = ops.kind;
+  }
+
+  /** How this data dir bounds an env, decided on first use. */
+  private quota(): Promise<TreeQuota> {
+    this.#quota ??= treeQuota(this.layout, this.kind);
+    return this.#quota;
+  }
+
+  async setQuota(envId: string, bytes: number): Promise<string> {
+    checkName('env id', envId);
+    return (await this.quota()).apply(envId, bytes);
   }
 
   volumePath(envId: string, volume: string): string {
@@ -153,6 +166,7 @@ export class TreeBackend implements StorageBackend {
 
   async destroy(envId: string): Promise<void> {
     const volDir = this.layout.volDir(envId);
+    await (await this.quota()).release(envId);
     for (const entry of await list(volDir)) await this.ops.remove(join(volDir, entry));
     const snapsDir = this.layout.snapsDir(envId);
     for (const entry of await list(snapsDir)) await this.removeSnapshotDir(join(snapsDir, entry));

@@ -151,6 +151,18 @@ export class ZfsBackend implements StorageBackend {
     }
   }
 
+  /**
+   * `quota` on the env's `vol` container bounds its live volumes together (snapshots' unique data
+   * counts too); `setuid=off,devices=off` on the env's dataset are inherited by every volume.
+   */
+  async setQuota(envId: string, bytes: number): Promise<string> {
+    await this.ensureEnv(envId);
+    await zfs(['set', 'setuid=off', this.envDs(envId)]);
+    await zfs(['set', 'devices=off', this.envDs(envId)]);
+    await zfs(['set', `quota=${bytes}`, `${this.envDs(envId)}/vol`]);
+    return `zfs quota on ${this.envDs(envId)}/vol`;
+  }
+
   async destroy(envId: string): Promise<void> {
     const envDs = this.envDs(envId);
     this.destroying.add(envId);

@@ -1,6 +1,6 @@
 // deploy: resolve, place, provision, join, prepare, start, health, warm, snapshot, ingress, verdict.
 import type { Results } from '../../../protocol/commands.ts';
-import type { EnvSpec } from '../../../protocol/spec.ts';
+import { diskLimitMb, type EnvSpec } from '../../../protocol/spec.ts';
 import { getEnv, getVersion, insertVersion, markVersionHealthy, updateEnv } from '../../envs/store.ts';
 import { appendEvent } from '../../events/store.ts';
 import { type KindDef, PhaseFailure, type RunContext, Skip } from '../engine.ts';
@@ -131,10 +131,17 @@ async function prepare(ctx: Ctx) {
     from_snapshot: '',
     warm: p(ctx).warm,
     egress: spec.egress,
+    agent: spec.agent?.service ?? '',
+    disk_mb: diskLimitMb(spec),
   });
   p(ctx).endpoints = r.endpoints;
   p(ctx).started_in = r.started_in;
-  return { version: ctx.dep.VersionID, endpoints: r.endpoints };
+  return {
+    version: ctx.dep.VersionID,
+    endpoints: r.endpoints,
+    disk_mb: diskLimitMb(spec),
+    disk_quota: r.disk_quota ?? 'not reported by the host',
+  };
 }
 
 async function start(ctx: Ctx) {

@@ -2,7 +2,7 @@
 // paths copied; the capture becomes a healthy version; a grader fork of it runs the verifier;
 // the grader fork is destroyed in the verdict. The agent environment keeps its current version.
 import { randomBytes } from 'node:crypto';
-import type { EnvSpec } from '../../../protocol/spec.ts';
+import { diskLimitMb, type EnvSpec } from '../../../protocol/spec.ts';
 import { getEnv, getVersion, insertEnv, markVersionHealthy, updateEnv } from '../../envs/store.ts';
 import type { KindDef, RunContext } from '../engine.ts';
 import { updateDeployment } from '../store.ts';
@@ -78,6 +78,8 @@ async function clone(ctx: Ctx) {
     services: s.services,
     volumes: s.volumes,
     egress: s.egress,
+    agent: s.agent?.service ?? '',
+    disk_mb: diskLimitMb(s),
   });
   await updateEnv(ctx.deps.db, grader.ID, { status: 'running', endpoints: r.endpoints });
   return { grader_env: grader.ID, forked_in_ms: r.forked_in };

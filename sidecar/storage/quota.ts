@@ -1,0 +1,207 @@
+// Disk limits for the directory-tree backends (issue 17: one environment could fill its host).
+// An environment's volumes all live in `envs/<env>/vol/`, so one bound on that directory bounds
+// them together. How depends on the data dir's file system, decided once:
+//
+// - XFS mounted with project quotas (`prjquota`, e.g. svcd's own XFS store): `vol/` becomes an
+//   XFS project (id derived from the env id) with a hard block and inode limit. Copies into it
+//   inherit the project, so reflink clones and renames keep working inside `vol/`.
+// - Anywhere else, as root: `vol/` is a file system of its own, ext4 in a sparse image file
+//   `disks/<env>.img` of the limit's size, loop-mounted `nosuid,nodev`. Writes past it get ENOSPC.
+// - Otherwise (no root): nothing can enforce a limit; the reason is reported, never hidden.
+//
+// Either way `vol/` is a mount point with `nosuid,nodev` where svcd may mount (containers' bind
+// mounts inherit those flags, so a setuid file or device node in a volume does nothing).
+import { createHash } from 'node:crypto';
+import { mkdir, readdir, readFile, realpath, rm, stat, truncate, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { exists, run } from './exec.ts';
+import type { Layout } from './layout.ts';
+import { checkName } from './names.ts';
+
+export interface TreeQuota {
+  /** Bounds `envs/<env>/vol` to `bytes`; called before any volume is made there. Returns how it is enforced. */
+  apply(envId: string, bytes: number): Promise<string>;
+  /** Undoes `apply` (before the env's directories are removed). Idempotent. */
+  release(envId: string): Promise<void>;
+}
+
+interface MountInfo {
+  point: string;
+  fstype: string;
+  superOpts: string[];
+}
+
+const unescape = (s: string) =>
+  s.replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(Number.parseInt(o, 8)));
+
+async function mounts(): Promise<MountInfo[]> {
+  const text = await readFile('/proc/self/mountinfo', 'utf8');
+  return text
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => {
+      const [pre, post = ''] = line.split(' - ');
+      const f = pre.split(' ');
+      const [fstype = '', , superOpts = ''] = post.split(' ');
+      return { point: unescape(f[4] ?? ''), fstype, superOpts: superOpts.split(',') };
+    });
+}
+
+/** The mount a path lives on (the longest mount point that contains it). */
+async function mountOf(path: string): Promise<MountInfo | null> {
+  const real = await realpath(path);
+  let best: MountInfo | null = null;
+  for (const m of await mounts()) {
+    const inside = m.point === '/' || real === m.point || real.startsWith(`${m.point}/`);
+    if (inside && (!best || m.point.length >= best.point.length)) best = m;
+  }
+  return best;
+}
+
+export async function isMountPoint(path: string): Promise<boolean> {
+  const real = await realpath(path).catch(() => null);
+  return real !== null && (await mounts()).some((m) => m.point === real);
+}
+
+/** A stable XFS project id for an env: 31 bits of its hash, above the ids people pick by hand. */
+export function projectId(envId: string): number {
+  return (
+    (Number.parseInt(createHash('sha256').update(envId).digest('hex').slice(0, 8), 16) % 0x7fff0000) + 0x10000
+  );
+}
+
+const isRoot = () => process.getuid?.() === 0;
+
+async function umountAll(path: string): Promise<void> {
+  // A volume dir may carry two mounts (a self bind made earlier under a loop mount): undo all.
+  for (let i = 0; i < 4 && (await isMountPoint(path)); i++) {
+    await run('umount', [path]).catch(() => run('umount', ['-l', path]));
+  }
+}
+
+/** `vol/` bound onto itself `nosuid,nodev` (where no file system of its own is mounted there). */
+async function secureBind(dir: string): Promise<void> {
+  if (!isRoot() || (await isMountPoint(dir))) return;
+  await run('mount', ['--bind', dir, dir]);
+  await run('mount', ['-o', 'remount,bind,nosuid,nodev', dir]);
+}
+
+class XfsProjects implements TreeQuota {
+  readonly layout: Layout;
+  readonly mountPoint: string;
+  constructor(layout: Layout, mountPoint: string) {
+    this.layout = layout;
+    this.mountPoint = mountPoint;
+  }
+  private xq(command: string) {
+    return run('xfs_quota', ['-x', '-c', command, this.mountPoint]);
+  }
+  async apply(envId: string, bytes: number): Promise<string> {
+    const dir = this.layout.volDir(envId);
+    await mkdir(dir, { recursive: true });
+    const id = projectId(envId);
+    await this.xq(`project -s -p ${dir} ${id}`);
+    const inodes = Math.max(100_000, Math.floor(bytes / 4096));
+    await this.xq(`limit -p bhard=${bytes} ihard=${inodes} ${id}`);
+    await secureBind(dir);
+    return `xfs project quota ${id}`;
+  }
+  async release(envId: string): Promise<void> {
+    await umountAll(this.layout.volDir(envId));
+    await this.xq(`limit -p bhard=0 ihard=0 ${projectId(envId)}`).catch(() => {});
+  }
+}
+
+/** ext4 in a sparse image file per env, loop-mounted at `vol/`. */
+class LoopDisks implements TreeQuota {
+  readonly layout: Layout;
+  constructor(layout: Layout) {
+    this.layout = layout;
+  }
+  image(envId: string): string {
+    return join(this.layout.dataDir, 'disks', `${checkName('env id', envId)}.img`);
+  }
+  async apply(envId: string, bytes: number): Promise<string> {
+    const dir = this.layout.volDir(envId);
+    const image = this.image(envId);
+    const size = Math.max(bytes, 16 * 1024 * 1024); // ext4's own metadata needs a few MiB
+    await mkdir(dir, { recursive: true });
+    await mkdir(join(this.layout.dataDir, 'disks'), { recursive: true, mode: 0o700 });
+    if (await isMountPoint(dir)) {
+      // A redeploy with a larger limit grows the file system in place (never shrinks it).
+      if ((await stat(image)).size < size) {
+        await truncate(image, size);
+        const dev = (await run('findmnt', ['-n', '-o', 'SOURCE', '--target', dir])).trim().split('\n')[0];
+        await run('losetup', ['-c', dev]);
+        await run('resize2fs', [dev]);
+      }
+      return `loop-mounted ext4 of ${size} bytes`;
+    }
+    if (!(await exists(image))) {
+      await writeFile(image, '', { mode: 0o600 });
+      await truncate(image, size);
+      await run('mkfs.ext4', ['-q', '-F', '-m', '0', '-E', 'lazy_itable_init=1,lazy_journal_init=1', image]);
+    }
+    const before = await readdir(dir);
+    if (before.length) await this.moveIn(image, dir);
+    await run('mount', ['-o', 'loop,nosuid,nodev', image, dir]);
+    // mkfs leaves lost+found: the volume list is ours alone.
+    await rm(join(dir, 'lost+found'), { recursive: true, force: true });
+    return `loop-mounted ext4 of ${size} bytes`;
+  }
+  /** Volumes made before the env had a limit: copied into its new file system, then removed outside it. */
+  private async moveIn(image: string, dir: string): Promise<void> {
+    const tmp = `${image}.mnt`;
+    await mkdir(tmp, { recursive: true });
+    await run('mount', ['-o', 'loop,nosuid,nodev', image, tmp]);
+    try {
+      await run('cp', ['-a', '-T', '--', dir, tmp]);
+    } finally {
+      await run('umount', [tmp]);
+    }
+    await rm(tmp, { recursive: true, force: true });
+    for (const e of await readdir(dir)) await rm(join(dir, e), { recursive: true, force: true });
+  }
+  async release(envId: string): Promise<void> {
+    await umountAll(this.layout.volDir(envId));
+    await rm(this.image(envId), { force: true });
+    await rm(`${this.image(envId)}.mnt`, { recursive: true, force: true });
+  }
+}
+
+class NoQuota implements TreeQuota {
+  readonly why: string;
+  readonly layout: Layout;
+  constructor(layout: Layout, why: string) {
+    this.layout = layout;
+    this.why = why;
+  }
+  async apply(envId: string): Promise<string> {
+    await mkdir(this.layout.volDir(envId), { recursive: true });
+    await secureBind(this.layout.volDir(envId));
+    return `none: ${this.why}`;
+  }
+  async release(envId: string): Promise<void> {
+    await umountAll(this.layout.volDir(envId));
+  }
+}
+
+const hasTool = (tool: string) =>
+  run(tool, ['-V']).then(
+    () => true,
+    () => false,
+  );
+
+/** How the directory backends bound an env on this data dir. */
+export async function treeQuota(layout: Layout, kind: 'dir' | 'btrfs'): Promise<TreeQuota> {
+  await mkdir(layout.dataDir, { recursive: true });
+  const m = await mountOf(layout.dataDir);
+  if (kind === 'dir' && m?.fstype === 'xfs' && m.superOpts.some((o) => o === 'prjquota' || o === 'pquota')) {
+    if (isRoot() && !/\s/.test(layout.dataDir)) return new XfsProjects(layout, m.point);
+  }
+  if (!isRoot()) return new NoQuota(layout, 'svcd does not run as root (no quotas, no loop devices)');
+  if (kind === 'btrfs') return new NoQuota(layout, 'btrfs qgroups are not set up by svcd');
+  if (!(await hasTool('mkfs.ext4')) || !(await hasTool('losetup')))
+    return new NoQuota(layout, 'mkfs.ext4 or losetup is missing (apt-get install e2fsprogs mount)');
+  return new LoopDisks(layout);
+}
