@@ -1,7 +1,7 @@
 // The behaviour every backend must show, run by each backend's test file against a real file
 // system. A backend adds only how to find what it may have left behind (subvolumes, datasets).
 import assert from 'node:assert/strict';
-import { open, readdir, readFile, realpath, statfs, writeFile } from 'node:fs/promises';
+import { open, readdir, readFile, realpath, rm, statfs, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { run } from './exec.ts';
@@ -194,7 +194,7 @@ export function storageSuite(label: string, opts: SuiteOptions): void {
       );
       const grown = (await host()) - hostBefore;
       assert.ok(grown < limit + 16 * 1024 * 1024, `the host lost ${grown} bytes to a 32 MiB limit`);
-      await writeFile(join(paths.data, 'big'), ''); // space back for the rest of the test
+      await rm(join(paths.data, 'big')); // space back for the rest of the test
       await store.snapshot('quota1', 'ver_q1', VOLS);
       assert.ok(!(await store.setQuota('quota1-f', limit)).startsWith('none'));
       await store.clone('quota1', 'ver_q1', 'quota1-f', VOLS);
@@ -211,7 +211,14 @@ export function storageSuite(label: string, opts: SuiteOptions): void {
       // zfs: the dataset properties say so (ZFS on Linux mounts them nosuid,nodev; zfs-fuse, the
       // stand-in these tests run on, ignores both).
       if (opts.kind === 'zfs') {
-        const props = await run('zfs', ['get', '-H', '-o', 'value', 'setuid,devices', `${scratch.pool}/envs/quota1/vol/data`]);
+        const props = await run('zfs', [
+          'get',
+          '-H',
+          '-o',
+          'value',
+          'setuid,devices',
+          `${scratch.pool}/envs/quota1/vol/data`,
+        ]);
         assert.deepEqual(props.trim().split('\n'), ['off', 'off']);
       } else {
         const mopts = await mountOptions(store.volumePath('quota1', 'data'));

@@ -7,6 +7,7 @@
 //   inherit the project, so reflink clones and renames keep working inside `vol/`.
 // - Anywhere else, as root: `vol/` is a file system of its own, ext4 in a sparse image file
 //   `disks/<env>.img` of the limit's size, loop-mounted `nosuid,nodev`. Writes past it get ENOSPC.
+// - btrfs: a qgroup limit on each volume's subvolume (BtrfsQgroups).
 // - Otherwise (no root): nothing can enforce a limit; the reason is reported, never hidden.
 //
 // Either way `vol/` is a mount point with `nosuid,nodev` where svcd may mount (containers' bind
@@ -169,6 +170,45 @@ class LoopDisks implements TreeQuota {
   }
 }
 
+/**
+ * btrfs: quotas on, and every subvolume made in `vol/` (a volume, a clone, a rollback's copy) gets
+ * the limit on its own qgroup (see btrfs.ts), read from the file `envs/<env>/disk_limit`. Each
+ * volume is bounded by the limit, not the env's volumes together: a snapshot created into a shared
+ * level-1 qgroup leaves btrfs's accounting inconsistent (no limit is enforced) until a rescan of
+ * the whole file system, far too slow for every fork.
+ */
+class BtrfsQgroups implements TreeQuota {
+  readonly layout: Layout;
+  constructor(layout: Layout) {
+    this.layout = layout;
+  }
+  async apply(envId: string, bytes: number): Promise<string> {
+    await run('btrfs', ['quota', 'enable', this.layout.dataDir]);
+    const volDir = this.layout.volDir(envId);
+    await mkdir(volDir, { recursive: true });
+    await writeFile(join(this.layout.envDir(envId), 'disk_limit'), String(bytes));
+    // Volumes that exist already (a redeploy) take the new limit at once.
+    for (const v of await readdir(volDir)) await limitSubvolume(join(volDir, v), bytes).catch(() => {});
+    await secureBind(volDir);
+    return `btrfs qgroup limit of ${bytes} bytes per volume`;
+  }
+  async release(envId: string): Promise<void> {
+    await umountAll(this.layout.volDir(envId));
+  }
+}
+
+async function limitSubvolume(path: string, bytes: number): Promise<void> {
+  await run('btrfs', ['qgroup', 'limit', String(bytes), path]);
+}
+
+/** Gives a subvolume just made at `path` its env's limit, when that env has one. */
+export async function limitNewSubvolume(path: string): Promise<void> {
+  const m = /^(.*\/envs\/[^/]+)\/vol\/[^/]+$/.exec(path);
+  if (!m) return;
+  const bytes = Number(await readFile(join(m[1], 'disk_limit'), 'utf8').catch(() => ''));
+  if (Number.isInteger(bytes) && bytes > 0) await limitSubvolume(path, bytes);
+}
+
 class NoQuota implements TreeQuota {
   readonly why: string;
   readonly layout: Layout;
@@ -200,7 +240,7 @@ export async function treeQuota(layout: Layout, kind: 'dir' | 'btrfs'): Promise<
     if (isRoot() && !/\s/.test(layout.dataDir)) return new XfsProjects(layout, m.point);
   }
   if (!isRoot()) return new NoQuota(layout, 'svcd does not run as root (no quotas, no loop devices)');
-  if (kind === 'btrfs') return new NoQuota(layout, 'btrfs qgroups are not set up by svcd');
+  if (kind === 'btrfs') return new BtrfsQgroups(layout);
   if (!(await hasTool('mkfs.ext4')) || !(await hasTool('losetup')))
     return new NoQuota(layout, 'mkfs.ext4 or losetup is missing (apt-get install e2fsprogs mount)');
   return new LoopDisks(layout);
