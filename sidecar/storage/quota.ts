@@ -32,7 +32,7 @@ interface MountInfo {
   superOpts: string[];
 }
 
-const unescape = (s: string) =>
+const unescapeOctal = (s: string) =>
   s.replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(Number.parseInt(o, 8)));
 
 async function mounts(): Promise<MountInfo[]> {
@@ -44,7 +44,7 @@ async function mounts(): Promise<MountInfo[]> {
       const [pre, post = ''] = line.split(' - ');
       const f = pre.split(' ');
       const [fstype = '', , superOpts = ''] = post.split(' ');
-      return { point: unescape(f[4] ?? ''), fstype, superOpts: superOpts.split(',') };
+      return { point: unescapeOctal(f[4] ?? ''), fstype, superOpts: superOpts.split(',') };
     });
 }
 
