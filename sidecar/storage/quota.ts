@@ -24,6 +24,8 @@ export interface TreeQuota {
   apply(envId: string, bytes: number): Promise<string>;
   /** Undoes `apply` (before the env's directories are removed). Idempotent. */
   release(envId: string): Promise<void>;
+  /** Mounts again what `apply` mounted, when a reboot took it away (before any use of `vol/`). */
+  restore(envId: string): Promise<void>;
 }
 
 interface MountInfo {
@@ -87,6 +89,18 @@ async function secureBind(dir: string): Promise<void> {
   await run('mount', ['-o', 'remount,bind,nosuid,nodev', dir]);
 }
 
+/** `envs/<env>/disk_limit`: the limit `apply` set, in bytes; only such envs get their mounts back. */
+const limitFile = (layout: Layout, envId: string) => join(layout.envDir(envId), 'disk_limit');
+
+async function applied(layout: Layout, envId: string, bytes: number): Promise<void> {
+  await writeFile(limitFile(layout, envId), String(bytes));
+}
+
+/** The nosuid,nodev bind again after a reboot, for an env `apply` was run for. */
+async function rebind(layout: Layout, envId: string): Promise<void> {
+  if (await exists(limitFile(layout, envId))) await secureBind(layout.volDir(envId));
+}
+
 class XfsProjects implements TreeQuota {
   readonly layout: Layout;
   readonly mountPoint: string;
@@ -105,7 +119,11 @@ class XfsProjects implements TreeQuota {
     const inodes = Math.max(100_000, Math.floor(bytes / 4096));
     await this.xq(`limit -p bhard=${bytes} ihard=${inodes} ${id}`);
     await secureBind(dir);
+    await applied(this.layout, envId, bytes);
     return `xfs project quota ${id}`;
+  }
+  restore(envId: string): Promise<void> {
+    return rebind(this.layout, envId);
   }
   async release(envId: string): Promise<void> {
     await umountAll(this.layout.volDir(envId));
@@ -163,6 +181,12 @@ class LoopDisks implements TreeQuota {
     await rm(tmp, { recursive: true, force: true });
     for (const e of await readdir(dir)) await rm(join(dir, e), { recursive: true, force: true });
   }
+  async restore(envId: string): Promise<void> {
+    const dir = this.layout.volDir(envId);
+    if (!(await exists(this.image(envId))) || (await isMountPoint(dir))) return;
+    await mkdir(dir, { recursive: true });
+    await run('mount', ['-o', 'loop,nosuid,nodev', this.image(envId), dir]);
+  }
   async release(envId: string): Promise<void> {
     await umountAll(this.layout.volDir(envId));
     await rm(this.image(envId), { force: true });
@@ -186,11 +210,14 @@ class BtrfsQgroups implements TreeQuota {
     await run('btrfs', ['quota', 'enable', this.layout.dataDir]);
     const volDir = this.layout.volDir(envId);
     await mkdir(volDir, { recursive: true });
-    await writeFile(join(this.layout.envDir(envId), 'disk_limit'), String(bytes));
+    await applied(this.layout, envId, bytes);
     // Volumes that exist already (a redeploy) take the new limit at once.
     for (const v of await readdir(volDir)) await limitSubvolume(join(volDir, v), bytes).catch(() => {});
     await secureBind(volDir);
     return `btrfs qgroup limit of ${bytes} bytes per volume`;
+  }
+  restore(envId: string): Promise<void> {
+    return rebind(this.layout, envId);
   }
   async release(envId: string): Promise<void> {
     await umountAll(this.layout.volDir(envId));
@@ -216,10 +243,14 @@ class NoQuota implements TreeQuota {
     this.layout = layout;
     this.why = why;
   }
-  async apply(envId: string): Promise<string> {
+  async apply(envId: string, bytes: number): Promise<string> {
     await mkdir(this.layout.volDir(envId), { recursive: true });
     await secureBind(this.layout.volDir(envId));
+    await applied(this.layout, envId, bytes);
     return `none: ${this.why}`;
+  }
+  restore(envId: string): Promise<void> {
+    return rebind(this.layout, envId);
   }
   async release(envId: string): Promise<void> {
     await umountAll(this.layout.volDir(envId));

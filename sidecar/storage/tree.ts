@@ -58,6 +58,7 @@ export class TreeBackend implements StorageBackend {
   async prepare(envId: string, volumes: string[]): Promise<Record<string, string>> {
     checkName('env id', envId);
     checkVolumes(volumes);
+    await (await this.quota()).restore(envId);
     await mkdir(this.layout.volDir(envId), { recursive: true });
     const out: Record<string, string> = {};
     for (const v of volumes) {
@@ -84,6 +85,7 @@ export class TreeBackend implements StorageBackend {
     const final = this.layout.snapDir(envId, name);
     if (await this.hasSnapshot(envId, name))
       throw new StorageError(`env ${envId} already has a snapshot ${name}`);
+    await (await this.quota()).restore(envId);
     for (const v of volumes) {
       await this.recover(envId, v);
       if (!(await exists(this.layout.volumePath(envId, v))))
@@ -143,6 +145,7 @@ export class TreeBackend implements StorageBackend {
   async rollback(envId: string, snapshot: string, volumes: string[]): Promise<void> {
     const sources = await this.sources(envId, snapshot, volumes);
     const volDir = this.layout.volDir(envId);
+    await (await this.quota()).restore(envId);
     await mkdir(volDir, { recursive: true });
     for (const v of volumes) {
       await this.recover(envId, v);
