@@ -79,7 +79,18 @@ x-svc.verifier.command: sh /grade.sh
   });
 
   it('refuses a root agent with the exact message', () => {
-    for (const user of ["''", '0', 'root', "'0:0'", "'root:root'", "'0:1000'", "'00'"]) {
+    // Docker reads the uid with Go's Atoi: a sign and any number of zeros is uid 0 too.
+    for (const user of [
+      "''",
+      '0',
+      'root',
+      "'0:0'",
+      "'root:root'",
+      "'0:1000'",
+      "'00'",
+      "'-0'",
+      "'-000:1000'",
+    ]) {
       const message = refuses(stack('x-svc.agent.service: main\n', user));
       assert.equal(message, ROOT_MESSAGE, `user ${user}`);
     }
@@ -88,6 +99,14 @@ x-svc.verifier.command: sh /grade.sh
     for (const user of ["'1000:1000'", '1000', 'agent', "'unit:root'"]) {
       assert.deepEqual(parses(stack('x-svc.agent.service: main\n', user)).spec.agent, { service: 'main' });
     }
+  });
+
+  it('takes x-svc.disk_mb (default 10 GiB) into the spec and refuses nonsense', () => {
+    assert.equal(parses(stack('')).spec.disk_mb, 10_240);
+    assert.equal(parses(stack('x-svc.disk_mb: 512\n')).spec.disk_mb, 512);
+    assert.equal(parses(stack('x-svc:\n  disk_mb: 2048\n')).spec.disk_mb, 2048);
+    for (const bad of ['0', '-5', 'lots', '1.5'])
+      assert.match(refuses(stack(`x-svc.disk_mb: ${bad}\n`)), /x-svc\.disk_mb/);
   });
 
   it('lets a root service run when no agent is declared', () => {
