@@ -22,13 +22,10 @@ import type { ServiceRecord } from '../../protocol/spec.ts';
 import { BUSYBOX_IMAGE, ensureTestImages } from '../../test/support/images.ts';
 import { tier } from '../../test/support/tiers.ts';
 import { type SidecarContext, saveSpec, stackOf } from '../context.ts';
-import { detectComposeTool } from '../docker/compose-tool.ts';
-import { dockerClient, Engine } from '../docker/engine.ts';
+import { Engine } from '../docker/engine.ts';
 import { projectName } from '../docker/render.ts';
 import { svc, testEnvId } from '../docker/testing.ts';
-import { handlers } from '../handlers/index.ts';
-import { Runner } from '../runner.ts';
-import { openStorage } from '../storage/index.ts';
+import { commandRunner, testContext } from '../handlers/testing.ts';
 
 const MARKER = 'HOST-SECRET-c0ffee42';
 
@@ -46,16 +43,7 @@ describe('verify.collect races a swapping sibling on real Docker', { skip: tier(
   const envId = testEnvId('race');
   let dir: string;
   let ctx: SidecarContext;
-  let runner: Runner;
-  const results = new Map<string, Frame>();
-  let n = 0;
-  const run = async (kind: string, payload: Record<string, unknown>) => {
-    const id = `cmd_race${n++}`;
-    await runner.handle(frame('command', { command_id: id, kind, env_id: envId, payload }));
-    const r = results.get(id);
-    assert.ok(r, `no result for ${kind}`);
-    return { id, ...r };
-  };
+  let run: ReturnType<typeof commandRunner>;
 
   before(async () => {
     await ensureTestImages();
@@ -63,23 +51,8 @@ describe('verify.collect races a swapping sibling on real Docker', { skip: tier(
     const secret = join(dir, 'hostsecret');
     mkdirSync(secret, { mode: 0o700 });
     for (let i = 0; i < 4; i++) writeFileSync(join(secret, `key${i}`), `${MARKER}\n`, { mode: 0o600 });
-    const dataDir = join(dir, 'data');
-    ctx = {
-      dataDir,
-      storage: await openStorage({ dataDir }),
-      tool: await detectComposeTool('v2'),
-      docker: dockerClient(),
-      probe: {},
-      log: () => {},
-      readers: new Map(),
-    };
-    runner = new Runner(
-      dataDir,
-      handlers(ctx, async () => ({}) as never),
-      (f) => {
-        if (f.type === 'result') results.set(f.command_id as string, f);
-      },
-    );
+    ctx = await testContext(join(dir, 'data'));
+    run = commandRunner(ctx, envId, 'race');
     // The sibling swaps /work/sub and a symlink to the host directory as fast as busybox can.
     const swap = `mkdir -p /work/sub; for i in 1 2 3 4; do echo mine > /work/sub/answer$$i; done; cd /work; while :; do mv sub sub.real; ln -s ${secret} sub; mv sub sub.link; mv sub.real sub; rm sub.link; done`;
     const services: ServiceRecord[] = [
