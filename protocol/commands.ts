@@ -77,7 +77,8 @@ export interface Payloads {
   'env.put': { service: string; path: string; tar_b64: string; blob?: BlobRef };
   /** With `upload`, an archive too large for a frame is PUT there instead of returned inline. */
   'env.get': { service: string; path: string; upload?: BlobRef };
-  'verify.collect': { id: string; agent_service: string; collect: string[] };
+  /** `resume`: unpause the agent again when the submission is refused (no snapshot follows). */
+  'verify.collect': { id: string; agent_service: string; collect: string[]; resume?: boolean };
   'verify.run': { id: string; verifier: VerifierSpec; refused: boolean };
   'env.destroy': Record<string, never>;
 }

@@ -17,7 +17,6 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { type Frame, frame } from '../../protocol/frames.ts';
 import type { ServiceRecord } from '../../protocol/spec.ts';
 import { BUSYBOX_IMAGE, ensureTestImages } from '../../test/support/images.ts';
 import { tier } from '../../test/support/tiers.ts';

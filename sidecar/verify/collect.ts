@@ -65,11 +65,15 @@ export async function verifyCollect(
   await engine.find(agent);
   cmd.progress(`freezing the stack (agent service ${agent})`);
   const frozen = await engine.pause();
+  let result: Results['verify.collect'] | undefined;
   try {
-    return await copyOut(ctx, cmd, engine, id, agent, paths);
+    result = await copyOut(ctx, cmd, engine, id, agent, paths);
+    return result;
   } finally {
-    const others = frozen.filter((s) => s !== agent);
-    if (others.length) await engine.unpause(others);
+    // The agent stays frozen for the snapshot; a refused submission gets none, so `resume` is honoured here.
+    const keep = result?.refused.length && cmd.payload.resume === true ? [] : [agent];
+    const thaw = frozen.filter((s) => !keep.includes(s));
+    if (thaw.length) await engine.unpause(thaw);
   }
 }
 
