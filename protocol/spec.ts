@@ -45,6 +45,8 @@ export interface ServiceRecord {
   user: string;
   working_dir: string;
   resources: Resources;
+  /** compose `storage_opt.size` in MiB: the writable layer's bound where the engine supports one. */
+  layer_mb?: number;
 }
 
 export interface VerifierSpec {

@@ -84,6 +84,7 @@ export function stackOf(
   envId: string,
   spec: SavedSpec,
   volumePaths?: Record<string, string>,
+  layerQuota?: boolean,
 ): Stack {
   return new Stack({
     envId,
@@ -92,5 +93,6 @@ export function stackOf(
     tool: composeTool(ctx),
     docker: ctx.docker,
     volumePaths,
+    layerQuota,
   });
 }

@@ -11,7 +11,7 @@ import {
   DROPPED_SERVICE_KEYS,
   isRuledKey,
 } from './refusals.ts';
-import { parseResources } from './resources.ts';
+import { parseResources, parseStorageOpt } from './resources.ts';
 import {
   asBool,
   asMap,
@@ -48,6 +48,7 @@ export interface ParsedService {
 const HANDLED = new Set([
   'image', 'build', 'command', 'entrypoint', 'environment', 'ports', 'volumes', 'healthcheck', 'depends_on',
   'user', 'working_dir', 'deploy', 'mem_limit', 'cpus', 'pids_limit', 'profiles', 'secrets', 'configs',
+  'storage_opt',
 ]);
 
 export function parseService(name: string, node: Node, ctx: ServiceContext): ParsedService {
@@ -92,6 +93,8 @@ export function parseService(name: string, node: Node, ctx: ServiceContext): Par
     working_dir: parseWorkingDir(name, svc.get('working_dir')),
     resources: parseResources(name, svc, ctx.warnings),
   };
+  const layerMb = parseStorageOpt(name, svc.get('storage_opt'), ctx.warnings);
+  if (layerMb > 0) record.layer_mb = layerMb;
   if (dropped.length) {
     ctx.warnings.push(`${where}: dropped ${dropped.join(', ')} (the sidecar manages these itself)`);
   }

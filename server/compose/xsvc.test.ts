@@ -109,6 +109,22 @@ x-svc.verifier.command: sh /grade.sh
       assert.match(refuses(stack(`x-svc.disk_mb: ${bad}\n`)), /x-svc\.disk_mb/);
   });
 
+  it('keeps storage_opt.size as the service layer_mb and drops other storage_opt keys with a warning', () => {
+    const { spec, warnings } = parses(
+      'services:\n  a:\n    image: busybox\n    storage_opt: {size: 2G, dm.basesize: 1G}\n  b:\n    image: busybox\n',
+    );
+    assert.equal(spec.services[0].layer_mb, 2048);
+    assert.equal(spec.services[1].layer_mb, undefined);
+    assert.ok(
+      warnings.some((w) => w.includes('storage_opt: dropped dm.basesize')),
+      warnings.join('\n'),
+    );
+    assert.match(
+      refuses('services:\n  a:\n    image: busybox\n    storage_opt: {size: lots}\n'),
+      /storage_opt\.size/,
+    );
+  });
+
   it('lets a root service run when no agent is declared', () => {
     assert.equal(parses(stack('', 'root')).spec.services[0].user, 'root');
   });

@@ -33,6 +33,8 @@ export interface RenderInput {
   volumePaths: Record<string, string>;
   /** Cpu limits above the host's cpu count are refused by Docker; they are lowered to it. */
   hostCpus?: number;
+  /** Whether the engine bounds a container's writable layer (`storage_opt: {size}`). */
+  layerQuota?: boolean;
 }
 
 const PROJECT = /^[a-z0-9][a-z0-9_-]*$/;
@@ -101,6 +103,7 @@ function service(svc: ServiceRecord, input: RenderInput): Record<string, unknown
   out.pids_limit = res.pids;
   out.cpus = cpus;
   out.labels = { [ENV_LABEL]: input.envId };
+  if (svc.layer_mb && input.layerQuota) out.storage_opt = { size: `${svc.layer_mb}M` };
   out.security_opt = ['no-new-privileges:true'];
   out.init = true;
   out.logging = {

@@ -35,6 +35,8 @@ export interface StackOptions {
   /** Host part of endpoints; default the host's primary IPv4 address. */
   endpointHost?: string;
   firewall?: FirewallOptions;
+  /** The engine bounds writable layers: services' `storage_opt` sizes are rendered. */
+  layerQuota?: boolean;
 }
 
 export class Stack {
@@ -75,6 +77,7 @@ export class Stack {
       ...this.spec,
       volumePaths: this.opts.volumePaths ?? {},
       hostCpus: availableParallelism(),
+      layerQuota: this.opts.layerQuota,
     });
     await mkdir(this.opts.dir, { recursive: true });
     const tmp = `${this.composeFile}.tmp`;

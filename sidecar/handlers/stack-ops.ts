@@ -13,6 +13,7 @@ import {
   saveSpec,
   stackOf,
 } from '../context.ts';
+import { engineBoundsLayers } from '../docker/layer-quota.ts';
 import type { Stack } from '../docker/stack.ts';
 import { refuseRootAgent, refuseRootProcess } from '../docker/users.ts';
 import * as p from '../payload.ts';
@@ -62,6 +63,17 @@ async function limitDisk(ctx: SidecarContext, cmd: CommandContext, envId: string
   return how;
 }
 
+/** `storage_opt` sizes are rendered where the engine enforces them; said plainly where it cannot. */
+async function layerQuotaFor(ctx: SidecarContext, cmd: CommandContext, spec: SavedSpec): Promise<boolean> {
+  const asked = spec.services.filter((s) => s.layer_mb);
+  if (!asked.length) return false;
+  if (await engineBoundsLayers(ctx.docker)) return true;
+  cmd.progress(
+    `storage_opt size of ${asked.map((s) => s.name).join(', ')} not applied: this engine bounds writable layers only with overlay2 on XFS with project quotas`,
+  );
+  return false;
+}
+
 /** The agent never runs as uid 0: its user by any spelling or passwd name, then its real process. */
 async function checkAgentBeforeStart(stack: Stack, spec: SavedSpec): Promise<void> {
   if (!spec.agent) return;
@@ -79,7 +91,8 @@ async function startStack(
 ) {
   await ownFreshVolumes(spec.services, paths);
   await saveSpec(ctx, envId, spec);
-  const stack = stackOf(ctx, envId, spec, paths);
+  const layerQuota = await layerQuotaFor(ctx, cmd, spec);
+  const stack = stackOf(ctx, envId, spec, paths, layerQuota);
   cmd.progress(
     `starting ${spec.services.length} service${spec.services.length === 1 ? '' : 's'} with ${stack.tool.argv.join(' ')}`,
   );

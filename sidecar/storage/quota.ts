@@ -51,7 +51,7 @@ async function mounts(): Promise<MountInfo[]> {
 }
 
 /** The mount a path lives on (the longest mount point that contains it). */
-async function mountOf(path: string): Promise<MountInfo | null> {
+export async function mountOf(path: string): Promise<MountInfo | null> {
   const real = await realpath(path);
   let best: MountInfo | null = null;
   for (const m of await mounts()) {
