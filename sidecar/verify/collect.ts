@@ -20,7 +20,7 @@ import { pinRoot, unpin } from './pinned.ts';
 
 export const verifyDir = (ctx: SidecarContext, id: string) => join(ctx.dataDir, 'verify', id);
 
-/** The environments a verify work directory belongs to (the agent's, then the grader's). */
+/** The environment a verify work directory belongs to: the agent's (the grader's fork only reads it). */
 const OWNERS = 'envs';
 
 /** Records that `envId` uses the verify work directory `id`, so destroying it removes the directory. */

@@ -15,7 +15,7 @@ import { demuxAll } from '../docker/mux.ts';
 import { networkName, projectName } from '../docker/render.ts';
 import * as p from '../payload.ts';
 import type { CommandContext } from '../runner.ts';
-import { claimVerifyDir, verifyDir } from './collect.ts';
+import { verifyDir } from './collect.ts';
 
 export const TAIL_BYTES = 4096;
 const tail = (s: string) => (s.length > TAIL_BYTES ? s.slice(-TAIL_BYTES) : s);
@@ -100,7 +100,6 @@ export async function verifyRun(ctx: SidecarContext, cmd: CommandContext): Promi
   const base = verifyDir(ctx, id);
   const submission = join(base, 'submission');
   const logs = join(base, 'logs');
-  await claimVerifyDir(ctx, id, cmd.envId);
   await mkdir(submission, { recursive: true, mode: 0o755 });
   await rm(logs, { recursive: true, force: true });
   await mkdir(logs, { recursive: true, mode: 0o755 });

@@ -135,4 +135,22 @@ describe('verify on real Docker', { skip: tier('docker') }, () => {
     assert.equal(phases.at(-1).Evidence.reward, 0);
     assert.equal(phases.at(-1).Evidence.source, 'reward.txt');
   });
+
+  test('destroy removes the verify work directories and the stored results of its commands', async () => {
+    assert.ok(readdirSync(join(r.dataDir, 'verify')).length > 0);
+    const d = await r.t.req('DELETE', `/v1/envs/${env}`);
+    assert.equal(d.status, 202);
+    assert.equal((await finished(r.t, d.body.deployment.ID)).deployment.Status, 'succeeded');
+    assert.deepEqual(readdirSync(join(r.dataDir, 'verify')), []);
+    const commands = join(r.dataDir, 'commands');
+    const left = readdirSync(commands)
+      .filter((f) => f.endsWith('.json'))
+      .map((f) => JSON.parse(readFileSync(join(commands, f), 'utf8')) as { kind: string; env_id: string })
+      .filter((c) => c.env_id === env);
+    assert.deepEqual(
+      left.map((c) => c.kind),
+      ['env.destroy'],
+      'only the destroy result itself stays',
+    );
+  });
 });
