@@ -1,6 +1,7 @@
 // Every service of a rendered stack on real Docker (issue 17): `NoNewPrivs: 1` in each container,
 // an init process as PID 1 that reaps orphans (zombies once used up the pid limit and blocked every
-// exec), volumes mounted nosuid,nodev inside the container (the storage layer's mount) and a log
+// exec), volumes mounted nosuid,nodev inside the container (the storage layer's mount), the disk
+// limit enforced inside the container, and a log
 // driver with max-size/max-file.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -11,7 +12,7 @@ import { BUSYBOX_IMAGE, ensureTestImages } from '../../test/support/images.ts';
 import { tier } from '../../test/support/tiers.ts';
 import { openStorage, type StorageBackend } from '../storage/index.ts';
 import { LOG_MAX_FILES, LOG_MAX_SIZE } from './render.ts';
-import { cleanupTestEnvs, svc, type TestEnv, testEnv } from './testing.ts';
+import { cleanupTestEnvs, svc, type TestEnv, testEnv, testEnvId } from './testing.ts';
 
 describe('hardening of every service on real Docker', { skip: tier('docker') }, () => {
   let env: TestEnv;
@@ -21,25 +22,29 @@ describe('hardening of every service on real Docker', { skip: tier('docker') }, 
     await ensureTestImages();
     dataDir = mkdtempSync(join(tmpdir(), 'svc-harden-'));
     storage = await openStorage({ dataDir });
-    env = await testEnv('hard', {
-      services: [
-        // PID 1 of the image's command never waits for children (like many real entrypoints).
-        svc('app', BUSYBOX_IMAGE, {
-          command: ['sleep', '100000'],
-          volumes: ['data:/data'],
-          resources: { memory_mb: 0, pids: 40, cpus: 0 },
-        }),
-        svc('db', BUSYBOX_IMAGE, { user: '1000:1000' }),
-      ],
-      volumes: ['data'],
-      egress: 'allow',
-    });
-    const how = await storage.setQuota(env.stack.envId, 64 * 1024 * 1024);
+    // The volume is the storage layer's dataset, limited and mounted as svcd makes it.
+    const envId = testEnvId('hard');
+    const how = await storage.setQuota(envId, 64 * 1024 * 1024);
     assert.ok(!how.startsWith('none'), how);
-    const paths = await storage.prepare(env.stack.envId, ['data']);
-    // The stack renders with the storage layer's dataset directory (as svcd does).
-    Object.assign(env.paths, paths);
-    (env.stack as unknown as { opts: { volumePaths: Record<string, string> } }).opts.volumePaths = paths;
+    const paths = await storage.prepare(envId, ['data']);
+    env = await testEnv(
+      'hard',
+      {
+        services: [
+          // PID 1 of the image's command never waits for children (like many real entrypoints).
+          svc('app', BUSYBOX_IMAGE, {
+            command: ['sleep', '100000'],
+            volumes: ['data:/data'],
+            resources: { memory_mb: 0, pids: 40, cpus: 0 },
+          }),
+          svc('db', BUSYBOX_IMAGE, { user: '1000:1000' }),
+        ],
+        volumes: ['data'],
+        egress: 'allow',
+      },
+      'v2',
+      { envId, volumePaths: paths },
+    );
     await env.stack.up(120);
   });
   after(async () => {
@@ -86,6 +91,18 @@ describe('hardening of every service on real Docker', { skip: tier('docker') }, 
     assert.equal(r.exit_code, 0, r.stderr);
     const opts = r.stdout.trim().split(' ')[3].split(',');
     assert.ok(opts.includes('nosuid') && opts.includes('nodev'), r.stdout);
+  });
+
+  test('a write past the disk limit fails inside the container with ENOSPC; the host keeps its space', async () => {
+    const r = await env.stack.engine.exec('app', [
+      'sh',
+      '-c',
+      'dd if=/dev/zero of=/data/big bs=1M count=256 2>&1; echo rc=$?',
+    ]);
+    assert.match(r.stdout, /No space left on device|Disk quota exceeded/, r.stdout);
+    assert.doesNotMatch(r.stdout, /rc=0/);
+    const size = await env.stack.engine.exec('app', ['sh', '-c', 'du -m /data/big | cut -f1']);
+    assert.ok(Number(size.stdout.trim()) <= 64, `wrote ${size.stdout.trim()} MiB under a 64 MiB limit`);
   });
 
   test('container logs are bounded (json-file with max-size and max-file)', async () => {
