@@ -207,6 +207,15 @@ export function storageSuite(label: string, opts: SuiteOptions): void {
       await store.rollback('quota1', 'ver_q1', VOLS);
       const again = await fill(join(store.volumePath('quota1', 'data'), 'big'), 4 * (limit >> 20));
       assert.ok(again === 'ENOSPC' || again === 'EDQUOT', `unbounded after a rollback: ${again}`);
+      // A redeploy with a larger limit: the same env takes more at once.
+      await rm(join(store.volumePath('quota1', 'data'), 'big'));
+      const bigger = await store.setQuota('quota1', 3 * limit);
+      assert.ok(!bigger.startsWith('none'), bigger);
+      const more = await fill(join(store.volumePath('quota1', 'data'), 'grown'), 2 * (limit >> 20));
+      // A loop file system grows online only with CAP_SYS_RESOURCE; otherwise it says it kept its size.
+      if (/applies when the environment is recreated/.test(bigger)) assert.match(more, /ENOSPC|EDQUOT/);
+      else assert.equal(more, 'written', bigger);
+      await rm(join(store.volumePath('quota1', 'data'), 'grown'));
       // Volumes are mounted nosuid,nodev: a setuid file or a device node in them does nothing.
       // zfs: the dataset properties say so (ZFS on Linux mounts them nosuid,nodev; zfs-fuse, the
       // stand-in these tests run on, ignores both).

@@ -146,40 +146,39 @@ class LoopDisks implements TreeQuota {
     const size = Math.max(bytes, 16 * 1024 * 1024); // ext4's own metadata needs a few MiB
     await mkdir(dir, { recursive: true });
     await mkdir(join(this.layout.dataDir, 'disks'), { recursive: true, mode: 0o700 });
+    const predate = "none: this environment's volumes predate disk limits; recreate it to get one";
     if (await isMountPoint(dir)) {
-      // A redeploy with a larger limit grows the file system in place (never shrinks it).
-      if ((await stat(image)).size < size) {
-        await truncate(image, size);
+      if (!(await exists(image))) return predate; // only the nosuid,nodev bind of such an env
+      // A redeploy with a larger limit grows the file system in place (never shrinks it). Online
+      // growth needs CAP_SYS_RESOURCE; without it the old size stays, and the answer says so.
+      const had = (await stat(image)).size;
+      if (had >= size) return `loop-mounted ext4 of ${had} bytes`;
+      try {
         const dev = (await run('findmnt', ['-n', '-o', 'SOURCE', '--target', dir])).trim().split('\n')[0];
+        await truncate(image, size);
         await run('losetup', ['-c', dev]);
         await run('resize2fs', [dev]);
+        return `loop-mounted ext4 of ${size} bytes`;
+      } catch (err) {
+        const why = (err as Error).message.split('\n').filter(Boolean).at(-1);
+        return `loop-mounted ext4 of ${had} bytes (the larger limit applies when the environment is recreated: ${why})`;
       }
-      return `loop-mounted ext4 of ${size} bytes`;
     }
     if (!(await exists(image))) {
+      // Volumes made before the env had a limit (an older svcd) are never moved under a running
+      // stack: the env stays unbounded until it is recreated, and says so.
+      if ((await readdir(dir)).length) {
+        await secureBind(dir);
+        return predate;
+      }
       await writeFile(image, '', { mode: 0o600 });
       await truncate(image, size);
       await run('mkfs.ext4', ['-q', '-F', '-m', '0', '-E', 'lazy_itable_init=1,lazy_journal_init=1', image]);
     }
-    const before = await readdir(dir);
-    if (before.length) await this.moveIn(image, dir);
     await run('mount', ['-o', 'loop,nosuid,nodev', image, dir]);
     // mkfs leaves lost+found: the volume list is ours alone.
     await rm(join(dir, 'lost+found'), { recursive: true, force: true });
     return `loop-mounted ext4 of ${size} bytes`;
-  }
-  /** Volumes made before the env had a limit: copied into its new file system, then removed outside it. */
-  private async moveIn(image: string, dir: string): Promise<void> {
-    const tmp = `${image}.mnt`;
-    await mkdir(tmp, { recursive: true });
-    await run('mount', ['-o', 'loop,nosuid,nodev', image, tmp]);
-    try {
-      await run('cp', ['-a', '-T', '--', dir, tmp]);
-    } finally {
-      await run('umount', [tmp]);
-    }
-    await rm(tmp, { recursive: true, force: true });
-    for (const e of await readdir(dir)) await rm(join(dir, e), { recursive: true, force: true });
   }
   async restore(envId: string): Promise<void> {
     const dir = this.layout.volDir(envId);
@@ -190,7 +189,6 @@ class LoopDisks implements TreeQuota {
   async release(envId: string): Promise<void> {
     await umountAll(this.layout.volDir(envId));
     await rm(this.image(envId), { force: true });
-    await rm(`${this.image(envId)}.mnt`, { recursive: true, force: true });
   }
 }
 
