@@ -117,7 +117,7 @@ class XfsProjects implements TreeQuota {
     const id = projectId(envId);
     await this.xq(`project -s -p ${dir} ${id}`);
     const inodes = Math.max(100_000, Math.floor(bytes / 4096));
-    await this.xq(`limit -p bhard=${bytes} ihard=${inodes} ${id}`);
+    await this.xq(`limit -p bhard=${Math.ceil(bytes / 1024)}k ihard=${inodes} ${id}`);
     await secureBind(dir);
     await applied(this.layout, envId, bytes);
     return `xfs project quota ${id}`;
@@ -263,8 +263,10 @@ const hasTool = (tool: string) =>
 
 /** How the directory backends bound an env on this data dir. */
 export async function treeQuota(layout: Layout, kind: 'dir' | 'btrfs'): Promise<TreeQuota> {
-  await mkdir(layout.dataDir, { recursive: true });
-  const m = await mountOf(layout.dataDir);
+  // Where volumes live decides (a store may mount its own file system, or link one, at envs/).
+  const envs = join(layout.dataDir, 'envs');
+  await mkdir(envs, { recursive: true });
+  const m = await mountOf(envs);
   if (kind === 'dir' && m?.fstype === 'xfs' && m.superOpts.some((o) => o === 'prjquota' || o === 'pquota')) {
     if (isRoot() && !/\s/.test(layout.dataDir)) return new XfsProjects(layout, m.point);
   }
