@@ -11,6 +11,7 @@ import { after, before, describe, test } from 'node:test';
 import { BUSYBOX_IMAGE, ensureTestImages } from '../../test/support/images.ts';
 import { tier } from '../../test/support/tiers.ts';
 import { openStorage, type StorageBackend } from '../storage/index.ts';
+import { unmountUnder } from '../storage/quota.ts';
 import { LOG_MAX_FILES, LOG_MAX_SIZE } from './render.ts';
 import { cleanupTestEnvs, svc, type TestEnv, testEnv, testEnvId } from './testing.ts';
 
@@ -50,6 +51,7 @@ describe('hardening of every service on real Docker', { skip: tier('docker') }, 
   after(async () => {
     await cleanupTestEnvs();
     await storage.destroy(env.stack.envId).catch(() => {});
+    await unmountUnder(dataDir);
     rmSync(dataDir, { recursive: true, force: true });
   });
 

@@ -16,6 +16,7 @@ import { Engine } from '../docker/engine.ts';
 import { projectName } from '../docker/render.ts';
 import { svc, testEnvId } from '../docker/testing.ts';
 import { refuseRootProcess } from '../docker/users.ts';
+import { unmountUnder } from '../storage/quota.ts';
 import { commandRunner, testContext } from './testing.ts';
 
 const TOOR_IMAGE = `svc-test/i17-toor:${randomBytes(4).toString('hex')}`;
@@ -53,6 +54,7 @@ describe('the agent is never root, on real Docker', { skip: tier('docker') }, ()
   after(async () => {
     for (const envId of made) await commandRunner(ctx, envId, 'end')('env.destroy', {}).catch(() => {});
     execFileSync('docker', ['rmi', '-f', TOOR_IMAGE], { stdio: 'ignore' });
+    await unmountUnder(dir);
     rmSync(dir, { recursive: true, force: true });
   });
 

@@ -15,6 +15,7 @@ import type { SidecarContext } from '../context.ts';
 import { Engine } from '../docker/engine.ts';
 import { projectName } from '../docker/render.ts';
 import { svc, testEnvId } from '../docker/testing.ts';
+import { unmountUnder } from '../storage/quota.ts';
 import { commandRunner, testContext } from './testing.ts';
 
 async function tarOf(
@@ -70,6 +71,7 @@ describe('uploads are rewritten before extraction, on real Docker', { skip: tier
   });
   after(async () => {
     await run('env.destroy', {}).catch(() => {});
+    await unmountUnder(dir);
     rmSync(dir, { recursive: true, force: true });
   });
 

@@ -61,6 +61,15 @@ export async function mountOf(path: string): Promise<MountInfo | null> {
   return best;
 }
 
+/** Unmounts everything mounted under `dir`, deepest first (test clean-up of a whole data dir). */
+export async function unmountUnder(dir: string): Promise<void> {
+  const real = await realpath(dir).catch(() => null);
+  if (!real) return;
+  const inside = (await mounts()).map((m) => m.point).filter((p) => p.startsWith(`${real}/`));
+  for (const point of inside.sort((a, b) => b.length - a.length))
+    await run('umount', [point]).catch(() => run('umount', ['-l', point]).catch(() => {}));
+}
+
 export async function isMountPoint(path: string): Promise<boolean> {
   const real = await realpath(path).catch(() => null);
   return real !== null && (await mounts()).some((m) => m.point === real);

@@ -25,6 +25,7 @@ import { Engine } from '../docker/engine.ts';
 import { projectName } from '../docker/render.ts';
 import { svc, testEnvId } from '../docker/testing.ts';
 import { commandRunner, testContext } from '../handlers/testing.ts';
+import { unmountUnder } from '../storage/quota.ts';
 
 const MARKER = 'HOST-SECRET-c0ffee42';
 
@@ -65,6 +66,7 @@ describe('verify.collect races a swapping sibling on real Docker', { skip: tier(
   });
   after(async () => {
     await run('env.destroy', {}).catch(() => {});
+    await unmountUnder(dir);
     rmSync(dir, { recursive: true, force: true });
   });
 

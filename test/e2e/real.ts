@@ -7,6 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { networkInterfaces, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { unmountUnder } from '../../sidecar/storage/quota.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 import { svcdJoinArgs } from '../support/svcd.ts';
 
@@ -93,6 +94,7 @@ export async function startReal(opts: { env?: Record<string, string>; join?: boo
       await real.killSidecar().catch(() => {});
       listener.server.close();
       await t.close();
+      await unmountUnder(dir); // a volume file system an env that failed to destroy left mounted
       rmSync(dir, { recursive: true, force: true });
     },
   };
