@@ -6,23 +6,9 @@ import { after, before, describe, test } from 'node:test';
 import tar from 'tar-stream';
 import { BUSYBOX_IMAGE, ensureTestImages } from '../support/images.ts';
 import { tier } from '../support/tiers.ts';
-import { exec, finished, type Real, startReal } from './real.ts';
+import { agentStack, exec, finished, type Real, startReal } from './real.ts';
 
-const IDLE = `["sh", "-c", "trap 'exit 0' TERM; while :; do sleep 1; done"]`;
-const STACK = `
-services:
-  main:
-    image: ${BUSYBOX_IMAGE}
-    user: "1000:1000"
-    command: ${IDLE}
-    volumes: [work:/work]
-  side:
-    image: ${BUSYBOX_IMAGE}
-    command: ${IDLE}
-volumes: {work: {}}
-x-svc.agent.service: main
-x-svc.disk_mb: 48
-`;
+const STACK = agentStack(BUSYBOX_IMAGE, 'x-svc.disk_mb: 48\n');
 
 describe('isolation end to end on real Docker', { skip: tier('docker') }, () => {
   let r: Real;
@@ -62,7 +48,7 @@ describe('isolation end to end on real Docker', { skip: tier('docker') }, () => 
   });
 
   test('every service runs with NoNewPrivs under an init', async () => {
-    for (const service of ['main', 'side']) {
+    for (const service of ['main', 'checker']) {
       const out = await exec(r.t, env, service, [
         'sh',
         '-c',

@@ -178,3 +178,21 @@ async function destroyAll(t: TestServer, real: Real): Promise<void> {
     }
   }
 }
+
+/** A shell loop that ends promptly on SIGTERM, as a compose command. */
+export const IDLE_COMMAND = `["sh", "-c", "trap 'exit 0' TERM; while :; do sleep 1; done"]`;
+
+/** The agent stack of the e2e suites (agent main as 1000:1000 on volume work, a root checker), plus `tail`. */
+export const agentStack = (image: string, tail: string) => `
+services:
+  main:
+    image: ${image}
+    user: "1000:1000"
+    command: ${IDLE_COMMAND}
+    volumes: [work:/work]
+  checker:
+    image: ${image}
+    command: ${IDLE_COMMAND}
+volumes: {work: {}}
+x-svc.agent.service: main
+${tail}`;
