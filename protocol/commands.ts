@@ -60,6 +60,10 @@ export interface Payloads {
     egress: Egress;
     /** The project context, fetched once from `blob` into the context dataset unless already there. */
     context?: { sha256: string; blob: BlobRef };
+    /** The agent service (`x-svc.agent.service`): the sidecar refuses to run it as uid 0. */
+    agent?: string;
+    /** Disk limit across the volumes in MiB (`x-svc.disk_mb`). */
+    disk_mb?: number;
   };
   'env.snapshot': { name: string; keep_paused?: string[] };
   'env.fork': {
@@ -68,6 +72,8 @@ export interface Payloads {
     services: ServiceRecord[];
     volumes: string[];
     egress: Egress;
+    agent?: string;
+    disk_mb?: number;
   };
   'env.rollback': { snapshot: string };
   'env.exec': { service: string; cmd: string[]; timeout_sec?: number };
@@ -78,7 +84,8 @@ export interface Payloads {
   'env.put': { service: string; path: string; tar_b64: string; blob?: BlobRef };
   /** With `upload`, an archive too large for a frame is PUT there instead of returned inline. */
   'env.get': { service: string; path: string; upload?: BlobRef };
-  'verify.collect': { id: string; agent_service: string; collect: string[] };
+  /** `resume`: unpause the agent again when the submission is refused (no snapshot follows). */
+  'verify.collect': { id: string; agent_service: string; collect: string[]; resume?: boolean };
   'verify.run': { id: string; verifier: VerifierSpec; refused: boolean };
   'env.destroy': Record<string, never>;
   'env.pause': Record<string, never>;
@@ -101,6 +108,8 @@ export interface Results {
     caps?: string;
     /** Driver hosts: the provider's sandbox id. */
     sandbox?: string;
+    /** How the disk limit is enforced on this host (e.g. 'xfs project quota'); older sidecars omit it. */
+    disk_quota?: string;
   };
   'env.snapshot': { snapshot: string; datasets: string[]; frozen_for: number; consistent: boolean };
   'env.fork': { forked_in: number; endpoints: Record<string, string> };

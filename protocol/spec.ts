@@ -4,6 +4,10 @@
 
 export const DEFAULT_RESOURCES = { memory_mb: 4096, pids: 2048, cpus: 2.0 } as const;
 
+/** Disk an environment may use across its volumes (`x-svc.disk_mb`), when the compose file does not say. */
+export const DEFAULT_DISK_MB = 10_240;
+export const MAX_DISK_MB = 16 * 1024 * 1024;
+
 /** Zero in any field means "the sidecar default" (DEFAULT_RESOURCES). */
 export interface Resources {
   memory_mb: number;
@@ -45,6 +49,8 @@ export interface ServiceRecord {
   binds?: BindMount[];
   /** Built by the sidecar from the project context; `image` is then its content tag. */
   build?: BuildSpec;
+  /** compose `storage_opt.size` in MiB: the writable layer's bound where the engine supports one. */
+  layer_mb?: number;
 }
 
 /** The volume (dataset) that holds an environment's project context on the host. */
@@ -99,7 +105,13 @@ export interface EnvSpec {
   verifier: VerifierSpec | null;
   /** Present when the project was deployed with an uploaded context. */
   context?: ContextRef;
+  /** Disk limit across the environment's volumes in MiB (`x-svc.disk_mb`); absent in older versions (the default). */
+  disk_mb?: number;
 }
+
+/** The disk limit an environment gets: its spec's, else the default. */
+export const diskLimitMb = (spec: { disk_mb?: number }) =>
+  spec.disk_mb && spec.disk_mb > 0 ? spec.disk_mb : DEFAULT_DISK_MB;
 
 export function effectiveResources(r: Resources): Resources {
   return {

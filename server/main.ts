@@ -2,7 +2,7 @@
 // stream, and shut down cleanly. The lifecycle is explicit: starting → serving → stopping → stopped.
 import type { FastifyBaseLogger } from 'fastify';
 import { SecretBox } from './clouds/secret-box.ts';
-import { type Config, ConfigError, parseConfig } from './config/config.ts';
+import { type Config, ConfigError, devLoginWarning, parseConfig } from './config/config.ts';
 import type { AppContext } from './context.ts';
 import { openDb } from './db/open.ts';
 import { type DevSidecar, saveDevKey, startDevSidecar } from './dev.ts';
@@ -158,10 +158,14 @@ export async function main(argv: string[]): Promise<void> {
     process.stderr.write(`svc-server: ${(err as Error).message}\n`);
     process.exit(1);
   }
+  // Before the line that says it listens (stderr on a pipe is written synchronously).
+  const warning = devLoginWarning(config);
+  if (warning) say(warning);
   server.app.log.info(
     { addr: `${config.host}:${config.port}`, public_url: config.publicUrl },
     'svc-server listening',
   );
+
   const stop = async (signal: string) => {
     server.app.log.info({ signal }, 'shutting down');
     await dev?.stop();

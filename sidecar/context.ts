@@ -18,6 +18,10 @@ export interface SavedSpec {
   volumes: string[];
   egress: Egress;
   version?: string;
+  /** The agent service, never run as uid 0. */
+  agent?: string;
+  /** Disk limit across the volumes in MiB. */
+  disk_mb?: number;
 }
 
 export interface SidecarContext {
@@ -85,6 +89,7 @@ export function stackOf(
   envId: string,
   spec: SavedSpec,
   volumePaths?: Record<string, string>,
+  layerQuota?: boolean,
 ): Stack {
   return new Stack({
     envId,
@@ -94,5 +99,6 @@ export function stackOf(
     docker: ctx.docker,
     volumePaths,
     subnets: ctx.subnets,
+    layerQuota,
   });
 }

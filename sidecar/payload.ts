@@ -61,6 +61,8 @@ export function services(p: P): ServiceRecord[] {
       throw new PayloadError(`service '${r.name}' needs volumes and ports lists`);
     if (typeof r.env !== 'object' || r.env === null)
       throw new PayloadError(`service '${r.name}' needs an env map`);
+    if (r.layer_mb !== undefined && !(Number.isInteger(r.layer_mb) && r.layer_mb > 0))
+      throw new PayloadError(`service '${r.name}': layer_mb must be a positive integer`);
     return r;
   });
 }

@@ -3,7 +3,17 @@
 // it is sent, so a command id seen again (a resend after a reconnect, a replay) is answered from
 // that file without running twice. One command at a time per environment; environments run
 // concurrently.
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  appendFileSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
+import { readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { UNKNOWN_KIND_ERROR } from '../protocol/commands.ts';
 import { type Frame, frame } from '../protocol/frames.ts';
@@ -29,6 +39,23 @@ interface Stored {
 
 const SAFE_ID = /^[A-Za-z0-9_-]{1,100}$/;
 
+/** `<data>/commands/by-env/<env>`: the ids of an environment's stored results, one a line. */
+const byEnv = (dataDir: string, envId: string) => join(dataDir, 'commands', 'by-env', envId);
+
+/**
+ * Removes the stored results of every command an environment ran (exec output, grader output):
+ * a destroyed environment leaves nothing of what it held on the host. The destroy's own result
+ * stays, so a resent destroy is still answered from its file.
+ */
+export async function forgetEnvCommands(dataDir: string, envId: string): Promise<number> {
+  if (!SAFE_ID.test(envId)) return 0;
+  const index = byEnv(dataDir, envId);
+  const ids = (await readFile(index, 'utf8').catch(() => '')).split('\n').filter((x) => SAFE_ID.test(x));
+  for (const id of ids) await rm(join(dataDir, 'commands', `${id}.json`), { force: true });
+  await rm(index, { force: true });
+  return ids.length;
+}
+
 export class Runner {
   #dir: string;
   #handlers: Record<string, Handler>;
@@ -37,9 +64,12 @@ export class Runner {
   #running = new Map<string, Promise<void>>();
   #hold: Hold | undefined;
 
+  #dataDir: string;
+
   constructor(dataDir: string, handlers: Record<string, Handler>, send: (f: Frame) => void, hold?: Hold) {
+    this.#dataDir = dataDir;
     this.#dir = join(dataDir, 'commands');
-    mkdirSync(this.#dir, { recursive: true, mode: 0o700 });
+    mkdirSync(join(this.#dir, 'by-env'), { recursive: true, mode: 0o700 });
     this.#handlers = handlers;
     this.#send = send;
     this.#hold = hold;
@@ -162,6 +192,8 @@ export class Runner {
     const tmp = `${this.#path(id)}.tmp`;
     writeFileSync(tmp, JSON.stringify(s), { mode: 0o600 });
     renameSync(tmp, this.#path(id));
+    if (s.env_id && SAFE_ID.test(s.env_id) && s.kind !== 'env.destroy')
+      appendFileSync(byEnv(this.#dataDir, s.env_id), `${id}\n`, { mode: 0o600 });
   }
 
   async #serial(key: string, fn: () => Promise<void>): Promise<void> {

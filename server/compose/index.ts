@@ -83,6 +83,7 @@ export function parseCompose(text: string, opts: ParseOptions = {}): ParsedCompo
     egress: ext.egress,
     agent: ext.agent,
     verifier: ext.verifier,
+    disk_mb: ext.disk_mb,
   };
   if (opts.project) checkProjectSpec(spec, declared);
   return { spec, warnings };

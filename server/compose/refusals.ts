@@ -11,7 +11,7 @@ export const DROPPED_SERVICE_KEYS = new Set([
   'annotations', 'attach', 'develop', 'cap_drop', 'security_opt', 'read_only', 'tmpfs', 'mac_address', 'sysctls',
   'oom_score_adj', 'oom_kill_disable', 'mem_reservation', 'mem_swappiness', 'memswap_limit', 'cpu_shares',
   'cpu_quota', 'cpu_period', 'cpu_rt_period', 'cpu_rt_runtime', 'cpuset', 'cpu_count', 'cpu_percent',
-  'blkio_config', 'storage_opt', 'cgroup_parent', 'credential_spec', 'isolation', 'group_add', 'scale',
+  'blkio_config', 'cgroup_parent', 'credential_spec', 'isolation', 'group_add', 'scale',
 ]);
 
 const nonEmpty = (v: Node): boolean =>

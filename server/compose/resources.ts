@@ -147,3 +147,19 @@ function deployLimits(service: string, node: Node | undefined, warnings: string[
   }
   return limits;
 }
+
+/**
+ * `storage_opt: {size: …}`: a bound on the container's writable layer, in MiB. The sidecar passes it
+ * to the engine where the engine can enforce it (overlay2 on XFS with project quotas) and says so
+ * where it cannot; other storage_opt keys are dropped with a warning. 0 when unset.
+ */
+export function parseStorageOpt(service: string, node: Node | undefined, warnings: string[]): number {
+  if (node === undefined || node === null) return 0;
+  const where = `service '${service}': storage_opt`;
+  let size = 0;
+  for (const [key, value] of asMap(node, where)) {
+    if (key === 'size') size = memoryMb(value, `${where}.size`);
+    else warnings.push(`${where}: dropped ${key} (only size is honoured)`);
+  }
+  return size;
+}

@@ -13,6 +13,7 @@ describe('compose services', () => {
       egress: 'deny',
       agent: null,
       verifier: null,
+      disk_mb: 10_240,
     });
     assert.deepEqual(warnings, []);
   });

@@ -12,7 +12,7 @@ import {
   DROPPED_SERVICE_KEYS,
   isRuledKey,
 } from './refusals.ts';
-import { parseResources } from './resources.ts';
+import { parseResources, parseStorageOpt } from './resources.ts';
 import {
   asBool,
   asMap,
@@ -51,6 +51,7 @@ export interface ParsedService {
 const HANDLED = new Set([
   'image', 'build', 'command', 'entrypoint', 'environment', 'ports', 'volumes', 'healthcheck', 'depends_on',
   'user', 'working_dir', 'deploy', 'mem_limit', 'cpus', 'pids_limit', 'profiles', 'secrets', 'configs',
+  'storage_opt',
 ]);
 
 export function parseService(name: string, node: Node, ctx: ServiceContext): ParsedService {
@@ -98,6 +99,8 @@ export function parseService(name: string, node: Node, ctx: ServiceContext): Par
     resources: parseResources(name, svc, ctx.warnings),
   };
   if (ctx.project) applyProject(record, svc, ctx.project, binds, ctx.warnings);
+  const layerMb = parseStorageOpt(name, svc.get('storage_opt'), ctx.warnings);
+  if (layerMb > 0) record.layer_mb = layerMb;
   if (dropped.length) {
     ctx.warnings.push(`${where}: dropped ${dropped.join(', ')} (the sidecar manages these itself)`);
   }

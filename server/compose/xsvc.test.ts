@@ -79,7 +79,18 @@ x-svc.verifier.command: sh /grade.sh
   });
 
   it('refuses a root agent with the exact message', () => {
-    for (const user of ["''", '0', 'root', "'0:0'", "'root:root'", "'0:1000'", "'00'"]) {
+    // Docker reads the uid with Go's Atoi: a sign and any number of zeros is uid 0 too.
+    for (const user of [
+      "''",
+      '0',
+      'root',
+      "'0:0'",
+      "'root:root'",
+      "'0:1000'",
+      "'00'",
+      "'-0'",
+      "'-000:1000'",
+    ]) {
       const message = refuses(stack('x-svc.agent.service: main\n', user));
       assert.equal(message, ROOT_MESSAGE, `user ${user}`);
     }
@@ -88,6 +99,30 @@ x-svc.verifier.command: sh /grade.sh
     for (const user of ["'1000:1000'", '1000', 'agent', "'unit:root'"]) {
       assert.deepEqual(parses(stack('x-svc.agent.service: main\n', user)).spec.agent, { service: 'main' });
     }
+  });
+
+  it('takes x-svc.disk_mb (default 10 GiB) into the spec and refuses nonsense', () => {
+    assert.equal(parses(stack('')).spec.disk_mb, 10_240);
+    assert.equal(parses(stack('x-svc.disk_mb: 512\n')).spec.disk_mb, 512);
+    assert.equal(parses(stack('x-svc:\n  disk_mb: 2048\n')).spec.disk_mb, 2048);
+    for (const bad of ['0', '-5', 'lots', '1.5'])
+      assert.match(refuses(stack(`x-svc.disk_mb: ${bad}\n`)), /x-svc\.disk_mb/);
+  });
+
+  it('keeps storage_opt.size as the service layer_mb and drops other storage_opt keys with a warning', () => {
+    const { spec, warnings } = parses(
+      'services:\n  a:\n    image: busybox\n    storage_opt: {size: 2G, dm.basesize: 1G}\n  b:\n    image: busybox\n',
+    );
+    assert.equal(spec.services[0].layer_mb, 2048);
+    assert.equal(spec.services[1].layer_mb, undefined);
+    assert.ok(
+      warnings.some((w) => w.includes('storage_opt: dropped dm.basesize')),
+      warnings.join('\n'),
+    );
+    assert.match(
+      refuses('services:\n  a:\n    image: busybox\n    storage_opt: {size: lots}\n'),
+      /storage_opt\.size/,
+    );
   });
 
   it('lets a root service run when no agent is declared', () => {

@@ -2,7 +2,13 @@
 // Users write them dotted at the top level exactly as the spec prints them (`x-svc.agent.service:
 // main`), as a nested `x-svc:` mapping, or mixed (`x-svc.agent: {service: main}`); all are
 // flattened to the same dotted leaves first.
-import type { Egress, ServiceRecord, VerifierSpec } from '../../protocol/spec.ts';
+import {
+  DEFAULT_DISK_MB,
+  type Egress,
+  MAX_DISK_MB,
+  type ServiceRecord,
+  type VerifierSpec,
+} from '../../protocol/spec.ts';
 import { checkImageRef } from './image.ts';
 import {
   asInt,
@@ -21,10 +27,12 @@ export interface Extensions {
   egress: Egress;
   agent: { service: string } | null;
   verifier: VerifierSpec | null;
+  disk_mb: number;
 }
 
 const LEAVES = new Set([
   'egress',
+  'disk_mb',
   'agent.service',
   'verifier.image',
   'verifier.service',
@@ -36,7 +44,7 @@ const LEAVES = new Set([
 ]);
 const BRANCHES = new Set(['', 'agent', 'verifier']);
 const KNOWN =
-  'the x-svc keys are x-svc.agent.service, x-svc.verifier.{image,service,command,collect,timeout_sec,tests,env} and x-svc.egress';
+  'the x-svc keys are x-svc.agent.service, x-svc.verifier.{image,service,command,collect,timeout_sec,tests,env}, x-svc.egress and x-svc.disk_mb';
 export const DEFAULT_VERIFIER_TIMEOUT_SEC = 600;
 
 interface Flat {
@@ -76,7 +84,10 @@ export function parseExtensions(
       'x-svc.verifier needs x-svc.agent.service: the verifier grades the files collected from the agent service',
     );
   }
-  return { egress: parseEgress(flat.leaves.get('egress')), agent, verifier };
+  const disk = flat.leaves.get('disk_mb');
+  const disk_mb =
+    disk === undefined || disk === null ? DEFAULT_DISK_MB : asInt(disk, 'x-svc.disk_mb', 1, MAX_DISK_MB);
+  return { egress: parseEgress(flat.leaves.get('egress')), agent, verifier, disk_mb };
 }
 
 function flatten(path: string, value: Node, flat: Flat): void {
@@ -123,8 +134,10 @@ function parseAgent(flat: Flat, find: Find): { service: string } | null {
   }
   const name = scalarText(node, 'x-svc.agent.service').trim();
   const svc = find('x-svc.agent.service', name);
+  // Docker reads a numeric user with Go's Atoi: a sign and any number of zeros is uid 0 ('-0').
+  // Names are resolved in the image's /etc/passwd by the sidecar, which refuses any name of uid 0.
   const uid = svc.user.split(':')[0];
-  if (uid === '' || /^0+$/.test(uid) || uid === 'root') {
+  if (uid === '' || /^[+-]?0+$/.test(uid) || uid === 'root') {
     fail(
       `x-svc.agent.service '${name}' must set a non-root user (user: '<uid>:<gid>'); the agent is never root`,
     );

@@ -185,3 +185,18 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
     uploadsDir: env.SVC_UPLOADS_DIR || defaultUploadsDir(db, env),
   };
 }
+
+/** Whether a listen host only takes connections from this machine. */
+export function isLoopbackHost(host: string): boolean {
+  const h = host.replace(/^\[|\]$/g, '').toLowerCase();
+  return h === 'localhost' || h === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(h);
+}
+
+/**
+ * SVC_DEV_LOGIN signs anyone who can reach the server in as any existing user (issue 17): said
+ * loudly at start unless the server listens on loopback only.
+ */
+export function devLoginWarning(config: Pick<Config, 'devLogin' | 'host'>): string | null {
+  if (!config.devLogin || isLoopbackHost(config.host)) return null;
+  return `WARNING: SVC_DEV_LOGIN=1 lets anyone who reaches ${config.host} sign in as any existing user without a password; listen on 127.0.0.1 (-addr 127.0.0.1:<port>) or unset SVC_DEV_LOGIN`;
+}

@@ -2,6 +2,12 @@
 // table like every other command. A host that cannot run them is a 502 carrying its reason.
 import tar from 'tar-stream';
 import { DEFAULT_EXEC_TIMEOUT_SEC, MAX_ARCHIVE_BYTES } from '../../protocol/commands.ts';
+import {
+  expandedSize,
+  expandedTooLarge,
+  MAX_UPLOAD_EXPANDED_BYTES,
+  uploadRefusal,
+} from '../../protocol/uploads.ts';
 import type { AppContext } from '../context.ts';
 import { BadRequest, Conflict, TooLarge, Upstream } from '../errors.ts';
 import { INLINE_ARCHIVE_BYTES } from '../hosts/blobs.ts';
@@ -74,14 +80,23 @@ export async function exec(
   );
 }
 
-/** Reads the archive's headers, so a body that is not a tar is a 400 before any host sees it. */
+/**
+ * Reads the archive's headers, so a body that is not a tar, an entry the host would refuse
+ * (devices, FIFOs) or an archive expanding past the limit is a 4xx before any host sees it.
+ */
 async function checkTar(data: Buffer): Promise<number> {
   return new Promise((resolve, reject) => {
     const ex = tar.extract();
     let entries = 0;
+    let expanded = 0;
+    let refused: Error | null = null;
     const refuse = (err: Error) => reject(new BadRequest(`body is not a valid tar archive: ${err.message}`));
     ex.on('entry', (h, stream, next) => {
       entries++;
+      const refusal = uploadRefusal(h);
+      expanded += expandedSize(h);
+      if (refusal) refused ??= new BadRequest(`upload refused: ${refusal}`);
+      else if (expanded > MAX_UPLOAD_EXPANDED_BYTES) refused ??= new TooLarge(expandedTooLarge(expanded));
       // tar-stream never ends the stream of a directory that declares a size (a hung request
       // found by the R2 fuzz); a directory has no content, so go on at once.
       if (h.type === 'directory') {
@@ -93,7 +108,7 @@ async function checkTar(data: Buffer): Promise<number> {
       stream.on('error', refuse);
       stream.resume();
     });
-    ex.on('finish', () => resolve(entries));
+    ex.on('finish', () => (refused ? reject(refused) : resolve(entries)));
     ex.on('error', refuse);
     ex.end(data);
   });

@@ -46,9 +46,10 @@ async function statPath(
   }
 }
 
-async function tarOfDirs(dirs: string[]): Promise<Buffer> {
+async function tarOfDirs(dirs: string[], owner: Owner): Promise<Buffer> {
   const p = pack();
-  for (const dir of dirs) p.entry({ name: `${dir}/`, type: 'directory', mode: 0o755, uid: 0, gid: 0 });
+  for (const dir of dirs)
+    p.entry({ name: `${dir}/`, type: 'directory', mode: 0o755, uid: owner.uid, gid: owner.gid });
   p.finalize();
   const chunks: Buffer[] = [];
   for await (const chunk of p) chunks.push(chunk as Buffer);
@@ -56,7 +57,18 @@ async function tarOfDirs(dirs: string[]): Promise<Buffer> {
 }
 
 /** mkdir -p without a shell: finds the deepest existing ancestor and extracts the rest into it. */
-async function ensureDir(container: Docker.Container, service: string, path: string): Promise<void> {
+export interface Owner {
+  uid: number;
+  gid: number;
+}
+const ROOT: Owner = { uid: 0, gid: 0 };
+
+async function ensureDir(
+  container: Docker.Container,
+  service: string,
+  path: string,
+  owner: Owner,
+): Promise<void> {
   const missing: string[] = [];
   let at = path;
   for (;;) {
@@ -72,25 +84,26 @@ async function ensureDir(container: Docker.Container, service: string, path: str
   if (missing.length === 0) return;
   const dirs = missing.map((_, i) => missing.slice(0, i + 1).join('/'));
   try {
-    await container.putArchive(await tarOfDirs(dirs), { path: at });
+    await container.putArchive(await tarOfDirs(dirs, owner), { path: at });
   } catch (err) {
     throw new DockerError(`service '${service}': cannot create ${path}: ${dockerMessage(err)}`);
   }
 }
 
-/** Creates `path` (a directory) in the container and extracts `tar` into it. */
+/** Creates `path` (a directory, missing parts owned by `owner`) in the container and extracts `tar` into it. */
 export async function putArchiveIn(
   container: Docker.Container,
   service: string,
   path: string,
   tar: Buffer,
+  owner: Owner = ROOT,
 ): Promise<void> {
   const dir = checkContainerPath(path);
   if (tar.length > MAX_ARCHIVE_BYTES)
     throw new ArchiveTooLarge(
       `archive of ${tar.length} bytes is over the 32 MiB limit; send fewer or smaller files`,
     );
-  await ensureDir(container, service, dir);
+  await ensureDir(container, service, dir, owner);
   try {
     await container.putArchive(tar, { path: dir });
   } catch (err) {

@@ -1,7 +1,7 @@
 // Engine API access for one compose project: its containers are found by compose's own labels,
 // so nothing here depends on container names (the rendered file sets none) or on the compose tool.
 import Docker from 'dockerode';
-import { getArchiveFrom, putArchiveIn } from './archive.ts';
+import { getArchiveFrom, type Owner, putArchiveIn } from './archive.ts';
 import { DockerError, dockerMessage, NoSuchService } from './errors.ts';
 import { type ExecOptions, type ExecResult, execIn } from './exec.ts';
 import { demuxAll } from './mux.ts';
@@ -83,8 +83,8 @@ export class Engine {
     return execIn(this.docker.getContainer(c.id), service, cmd, opts);
   }
 
-  async putArchive(service: string, path: string, tar: Buffer): Promise<void> {
-    await putArchiveIn(await this.container(service), service, path, tar);
+  async putArchive(service: string, path: string, tar: Buffer, owner?: Owner): Promise<void> {
+    await putArchiveIn(await this.container(service), service, path, tar, owner);
   }
 
   async getArchive(service: string, path: string, limit?: number): Promise<Buffer> {

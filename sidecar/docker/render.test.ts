@@ -146,4 +146,23 @@ describe('render', () => {
     assert.equal(pickDigest('other', digests), 'docker.io/library/postgres@sha256:aa');
     assert.equal(pickDigest('imported', []), undefined);
   });
+
+  it('hardens every service: no-new-privileges, an init, bounded logs; storage_opt only where the engine bounds layers', () => {
+    const withLayer = (layerQuota: boolean) =>
+      render({
+        layerQuota,
+        services: [svc('app', 'busybox', { layer_mb: 512 }), svc('db', 'busybox')],
+        volumes: [],
+        volumePaths: {},
+      });
+    const doc = withLayer(true);
+    for (const s of Object.values(doc.services)) {
+      assert.deepEqual(s.security_opt, ['no-new-privileges:true']);
+      assert.equal(s.init, true);
+      assert.deepEqual(s.logging, { driver: 'json-file', options: { 'max-size': '10m', 'max-file': '3' } });
+    }
+    assert.deepEqual(doc.services.app.storage_opt, { size: '512M' });
+    assert.equal(doc.services.db.storage_opt, undefined);
+    assert.equal(withLayer(false).services.app.storage_opt, undefined);
+  });
 });

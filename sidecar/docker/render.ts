@@ -7,6 +7,9 @@
 // - The stack has one network, compose's `default` (so it is `<project>_default`), whose Linux
 //   bridge has a name derived from the env id: the host firewall rules of a deny stack match it.
 // - `egress: deny` makes that network internal and publishes nothing; `allow` publishes ports.
+// - Every container runs with `no-new-privileges` (a setuid binary gains nothing), an init process
+//   as PID 1 (orphans are reaped, so zombies cannot use up the pid limit) and a bounded log
+//   (json-file, rotated at LOG_MAX_SIZE, LOG_MAX_FILES files kept).
 import { createHash } from 'node:crypto';
 import { stringify } from 'yaml';
 import {
@@ -19,6 +22,8 @@ import { DockerError } from './errors.ts';
 import { renderBinds } from './render-project.ts';
 
 export const ENV_LABEL = 'svc.env';
+export const LOG_MAX_SIZE = '10m';
+export const LOG_MAX_FILES = 3;
 
 export interface RenderInput {
   envId: string;
@@ -31,6 +36,8 @@ export interface RenderInput {
   hostCpus?: number;
   /** The network's IPv4 subnet (subnets.ts); Docker's default pools when unset. */
   subnet?: string;
+  /** Whether the engine bounds a container's writable layer (`storage_opt: {size}`). */
+  layerQuota?: boolean;
 }
 
 const PROJECT = /^[a-z0-9][a-z0-9_-]*$/;
@@ -101,6 +108,13 @@ function service(svc: ServiceRecord, input: RenderInput): Record<string, unknown
   out.pids_limit = res.pids;
   out.cpus = cpus;
   out.labels = { [ENV_LABEL]: input.envId };
+  if (svc.layer_mb && input.layerQuota) out.storage_opt = { size: `${svc.layer_mb}M` };
+  out.security_opt = ['no-new-privileges:true'];
+  out.init = true;
+  out.logging = {
+    driver: 'json-file',
+    options: { 'max-size': LOG_MAX_SIZE, 'max-file': String(LOG_MAX_FILES) },
+  };
   return out;
 }
 

@@ -39,6 +39,8 @@ export interface StackOptions {
   firewall?: FirewallOptions;
   /** Gives the stack's network a subnet of its own (issue 15); Docker's pools when absent. */
   subnets?: SubnetAllocator;
+  /** The engine bounds writable layers: services' `storage_opt` sizes are rendered. */
+  layerQuota?: boolean;
 }
 
 export class Stack {
@@ -81,6 +83,7 @@ export class Stack {
       volumePaths: this.opts.volumePaths ?? {},
       hostCpus: availableParallelism(),
       subnet,
+      layerQuota: this.opts.layerQuota,
     });
     await mkdir(this.opts.dir, { recursive: true });
     const tmp = `${this.composeFile}.tmp`;

@@ -1,9 +1,11 @@
 // env.destroy: bring the stack down (containers, network, firewall rules) and remove every
-// dataset and snapshot of the environment, leaving no directory behind. Forks still copying out
-// of this environment's snapshots finish first.
+// dataset and snapshot of the environment, its verify work directories (submission copies,
+// grader logs) and the stored results of its commands, leaving nothing it held behind. Forks
+// still copying out of this environment's snapshots finish first.
 import type { Results } from '../../protocol/commands.ts';
 import { loadSpec, type SidecarContext, stackOf } from '../context.ts';
-import type { CommandContext } from '../runner.ts';
+import { type CommandContext, forgetEnvCommands } from '../runner.ts';
+import { removeVerifyDirs } from '../verify/collect.ts';
 
 export async function envDestroy(ctx: SidecarContext, cmd: CommandContext): Promise<Results['env.destroy']> {
   const readers = ctx.readers.get(cmd.envId);
@@ -17,6 +19,8 @@ export async function envDestroy(ctx: SidecarContext, cmd: CommandContext): Prom
   const spec = (await loadSpec(ctx, cmd.envId)) ?? { services: [], volumes: [], egress: 'deny' as const };
   await stackOf(ctx, cmd.envId, spec).down();
   await ctx.storage.destroy(cmd.envId);
+  await removeVerifyDirs(ctx, cmd.envId);
+  await forgetEnvCommands(ctx.dataDir, cmd.envId);
   ctx.readers.delete(cmd.envId);
   return { destroyed: cmd.envId };
 }

@@ -11,6 +11,8 @@ import type { SidecarContext } from '../context.ts';
 import { Engine } from '../docker/engine.ts';
 import { ExecTimeout } from '../docker/errors.ts';
 import { projectName } from '../docker/render.ts';
+import { rewriteUpload } from '../docker/upload.ts';
+import { resolveUser } from '../docker/users.ts';
 import * as p from '../payload.ts';
 import type { CommandContext } from '../runner.ts';
 
@@ -68,7 +70,10 @@ export async function envPut(ctx: SidecarContext, cmd: CommandContext): Promise<
   const blob = blobOf(cmd.payload.blob, 'blob');
   const data = blob ? await download(blob) : Buffer.from(p.str(cmd.payload, 'tar_b64'), 'base64');
   if (data.length > MAX_ARCHIVE_BYTES) throw new Error('archive larger than 32 MiB');
-  await engineOf(ctx, cmd.envId).putArchive(service, path, data);
+  const engine = engineOf(ctx, cmd.envId);
+  // Extracted as the service's own user (its container's user, resolved in the image's /etc/passwd).
+  const owner = await resolveUser(engine, service, (await engine.inspect(service)).Config.User ?? '');
+  await engine.putArchive(service, path, await rewriteUpload(data, owner), owner);
   return { path };
 }
 

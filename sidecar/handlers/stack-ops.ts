@@ -2,7 +2,7 @@
 // the egress probe. A first create or a fork that fails leaves nothing running behind it.
 import { chown, readdir, stat } from 'node:fs/promises';
 import type { Results } from '../../protocol/commands.ts';
-import { CONTEXT_VOLUME, type ServiceRecord } from '../../protocol/spec.ts';
+import { CONTEXT_VOLUME, DEFAULT_DISK_MB, MAX_DISK_MB, type ServiceRecord } from '../../protocol/spec.ts';
 import {
   composeTool,
   loadSpec,
@@ -14,6 +14,7 @@ import {
   stackOf,
 } from '../context.ts';
 import { buildImages } from '../docker/build.ts';
+import { engineBoundsLayers } from '../docker/layer-quota.ts';
 import {
   bindSources,
   checkProjectFields,
@@ -21,6 +22,8 @@ import {
   contextOf,
   ensureContext,
 } from '../docker/project.ts';
+import type { Stack } from '../docker/stack.ts';
+import { refuseRootAgent, refuseRootProcess } from '../docker/users.ts';
 import * as p from '../payload.ts';
 import type { CommandContext } from '../runner.ts';
 
@@ -44,12 +47,19 @@ async function ownFreshVolumes(services: ServiceRecord[], paths: Record<string, 
 }
 
 function specOf(payload: Record<string, unknown>, version = ''): SavedSpec {
-  const spec = {
+  const spec: SavedSpec = {
     services: p.services(payload),
     volumes: p.volumes(payload),
     egress: p.egress(payload),
     version,
+    disk_mb: p.int(payload, 'disk_mb', DEFAULT_DISK_MB, 1, MAX_DISK_MB),
   };
+  const agent = p.str(payload, 'agent', { optional: true });
+  if (agent) {
+    if (!spec.services.some((s) => s.name === agent))
+      throw new p.PayloadError(`payload.agent '${agent.slice(0, 80)}' is not one of the services`);
+    spec.agent = agent;
+  }
   checkProjectFields(spec.services, spec.volumes);
   return spec;
 }
@@ -68,6 +78,32 @@ async function prepareProject(
   await buildImages(ctx.docker, spec.services, contextFiles(dataset), cmd.progress, spec.egress);
 }
 
+/** Bounds the env's volumes (before any is made) to its disk limit; returns how this host enforces it. */
+async function limitDisk(ctx: SidecarContext, cmd: CommandContext, envId: string, spec: SavedSpec) {
+  const mb = spec.disk_mb ?? DEFAULT_DISK_MB;
+  const how = await ctx.storage.setQuota(envId, mb * 1024 * 1024);
+  cmd.progress(`disk limit ${mb} MiB: ${how}`);
+  return how;
+}
+
+/** `storage_opt` sizes are rendered where the engine enforces them; said plainly where it cannot. */
+async function layerQuotaFor(ctx: SidecarContext, cmd: CommandContext, spec: SavedSpec): Promise<boolean> {
+  const asked = spec.services.filter((s) => s.layer_mb);
+  if (!asked.length) return false;
+  if (await engineBoundsLayers(ctx.docker)) return true;
+  cmd.progress(
+    `storage_opt size of ${asked.map((s) => s.name).join(', ')} not applied: this engine bounds writable layers only with overlay2 on XFS with project quotas`,
+  );
+  return false;
+}
+
+/** The agent never runs as uid 0: its user by any spelling or passwd name, then its real process. */
+async function checkAgentBeforeStart(stack: Stack, spec: SavedSpec): Promise<void> {
+  if (!spec.agent) return;
+  const user = spec.services.find((s) => s.name === spec.agent)?.user ?? '';
+  await refuseRootAgent(stack.engine, spec.agent, user);
+}
+
 /** Brings the stack up on prepared datasets and probes egress; returns what env.create reports. */
 async function startStack(
   ctx: SidecarContext,
@@ -80,11 +116,16 @@ async function startStack(
   // Binds resolve inside the context on every start (a link planted since cannot point out).
   if (paths[CONTEXT_VOLUME]) await bindSources(paths[CONTEXT_VOLUME], spec.services);
   await saveSpec(ctx, envId, spec);
-  const stack = stackOf(ctx, envId, spec, paths);
+  const layerQuota = await layerQuotaFor(ctx, cmd, spec);
+  const stack = stackOf(ctx, envId, spec, paths, layerQuota);
   cmd.progress(
     `starting ${spec.services.length} service${spec.services.length === 1 ? '' : 's'} with ${stack.tool.argv.join(' ')}`,
   );
-  const { started_in } = await stack.up(600, () => ownFreshVolumes(spec.services, paths));
+  const { started_in } = await stack.up(600, async () => {
+    await checkAgentBeforeStart(stack, spec);
+    await ownFreshVolumes(spec.services, paths);
+  });
+  if (spec.agent) await refuseRootProcess(stack.engine, spec.agent);
   const report = await stack.verifyEgress(ctx.probe);
   cmd.progress(`healthy; egress ${report.verdict}`);
   return { stack, started_in, egress: report.verdict };
@@ -110,6 +151,7 @@ export async function envCreate(ctx: SidecarContext, cmd: CommandContext): Promi
   composeTool(ctx); // before any dataset is made
   const fromSnapshot = p.str(cmd.payload, 'from_snapshot', { optional: true });
   const previous = await loadSpec(ctx, cmd.envId);
+  const diskQuota = await limitDisk(ctx, cmd, cmd.envId, spec);
   if (fromSnapshot) {
     if (!(await ctx.storage.hasSnapshot(cmd.envId, fromSnapshot)))
       throw new Error(`environment ${cmd.envId} has no snapshot ${fromSnapshot}`);
@@ -126,6 +168,7 @@ export async function envCreate(ctx: SidecarContext, cmd: CommandContext): Promi
       digests: await stack.digests(),
       storage: ctx.storage.kind,
       egress,
+      disk_quota: diskQuota,
     };
   } catch (err) {
     // A redeploy that fails keeps its containers for the rollback the control plane sends next;
@@ -142,6 +185,10 @@ export async function envFork(ctx: SidecarContext, cmd: CommandContext): Promise
   const spec = specOf(cmd.payload, snapshot);
   composeTool(ctx); // before any dataset is cloned
   if (await loadSpec(ctx, cmd.envId)) throw new Error(`environment ${cmd.envId} already exists on this host`);
+  await limitDisk(ctx, cmd, cmd.envId, spec).catch(async (err) => {
+    await ctx.storage.destroy(cmd.envId).catch(() => {});
+    throw err;
+  });
   const readers = ctx.readers.get(from) ?? new Set();
   ctx.readers.set(from, readers);
   const cloning = ctx.storage.clone(from, snapshot, cmd.envId, spec.volumes);

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { copyTree } from './dir.ts';
 import { run, syncFs } from './exec.ts';
 import type { Layout } from './layout.ts';
+import { limitNewSubvolume } from './quota.ts';
 import { TreeBackend, type TreeOps } from './tree.ts';
 
 /** BTRFS_FIRST_FREE_OBJECTID: the inode number of every subvolume's root directory. */
@@ -41,15 +42,18 @@ export const btrfsOps: TreeOps = {
   kind: 'btrfs',
   async create(path) {
     await run('btrfs', ['subvolume', 'create', path]);
+    await limitNewSubvolume(path);
   },
   async copy(src, dst, readOnly) {
     if (await isSubvolume(src)) {
       await run('btrfs', ['subvolume', 'snapshot', ...(readOnly ? ['-r'] : []), src, dst]);
+      if (!readOnly) await limitNewSubvolume(dst);
       return;
     }
     // A plain directory (written before this data dir was btrfs-managed): a reflink copy into a
     // new subvolume, so from then on everything is a snapshot.
     await run('btrfs', ['subvolume', 'create', dst]);
+    if (!readOnly) await limitNewSubvolume(dst);
     await copyTree(src, dst);
     await syncFs(dst);
     if (readOnly) await run('btrfs', ['property', 'set', '-ts', dst, 'ro', 'true']);

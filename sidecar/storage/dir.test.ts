@@ -27,6 +27,13 @@ storageSuite('dir backend on XFS with reflink=1 (loop device)', {
   scratch: () => loopFs('xfs', 512),
 });
 
+// svcd's own XFS store is mounted with project quotas: the disk limit is an XFS project per env.
+storageSuite('dir backend on XFS with project quotas (loop device, prjquota)', {
+  kind: 'dir',
+  skip: fsTier('xfs-prjquota'),
+  scratch: () => loopFs('xfs', 512, ['-o', 'prjquota']),
+});
+
 async function usedBytes(dir: string): Promise<number> {
   const st = await statfs(dir);
   return (st.blocks - st.bfree) * st.bsize;

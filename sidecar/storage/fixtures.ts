@@ -3,14 +3,14 @@
 // one is missing, `fsTier` returns a loud skip reason (node:test `skip`), and with the tier named
 // in SVC_REQUIRE_TIERS it throws instead, so CI can not pass by skipping.
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, truncate, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { run } from './exec.ts';
 
-export type FsTier = 'xfs' | 'btrfs' | 'zfs';
+export type FsTier = 'xfs' | 'btrfs' | 'zfs' | 'xfs-prjquota';
 
 const required = new Set((process.env.SVC_REQUIRE_TIERS ?? '').split(',').filter(Boolean));
 const warned = new Set<FsTier>();
@@ -47,8 +47,27 @@ function startZfsFuse(): string | null {
   return 'zfs-fuse started but `zpool list` does not answer';
 }
 
+/** Whether an XFS can be mounted with project quotas here (the kernel needs CONFIG_XFS_QUOTA). */
+function xfsQuotaReason(): string | null {
+  const dir = mkdtempSync(join(tmpdir(), 'svc-xfsq-'));
+  try {
+    const image = join(dir, 'image');
+    spawnSync('truncate', ['-s', '320M', image]);
+    spawnSync('mkfs.xfs', ['-q', image]);
+    mkdirSync(join(dir, 'mnt'));
+    const r = spawnSync('mount', ['-o', 'loop,prjquota', image, join(dir, 'mnt')], { encoding: 'utf8' });
+    if (r.status !== 0)
+      return `this kernel cannot mount XFS with prjquota (CONFIG_XFS_QUOTA): ${r.stderr.trim().split('\n')[0]}`;
+    spawnSync('umount', [join(dir, 'mnt')]);
+    return null;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 function reasonFor(tier: FsTier): string | null {
   if (process.getuid?.() !== 0) return 'needs root (loop devices, mounts, zfs)';
+  if (tier === 'xfs-prjquota') return reasonFor('xfs') ?? xfsQuotaReason();
   if (tier === 'zfs') {
     if (!has('zpool', ['list'])) return 'zpool not installed (apt-get install zfs-fuse)';
     if (!existsSync('/dev/fuse')) return 'no /dev/fuse for zfs-fuse';
@@ -119,7 +138,11 @@ async function umount(dir: string): Promise<void> {
 }
 
 /** An XFS (with reflink) or btrfs file system on a loop device over a sparse image file. */
-export async function loopFs(fs: 'xfs' | 'btrfs', sizeMb: number): Promise<Scratch> {
+export async function loopFs(
+  fs: 'xfs' | 'btrfs',
+  sizeMb: number,
+  mountOpts: string[] = [],
+): Promise<Scratch> {
   const undo = new Undo();
   const base = await mkdtemp(join(tmpdir(), `svc-${fs}-`));
   undo.push(() => rm(base, { recursive: true, force: true }));
@@ -132,7 +155,7 @@ export async function loopFs(fs: 'xfs' | 'btrfs', sizeMb: number): Promise<Scrat
     undo.push(() => run('losetup', ['-d', dev]));
     const dir = join(base, 'mnt');
     await mkdir(dir);
-    await run('mount', [dev, dir]);
+    await run('mount', [...mountOpts, dev, dir]);
     undo.push(() => umount(dir));
     return { dir, cleanup: () => undo.run() };
   } catch (err) {

@@ -9,6 +9,7 @@ import { StorageError, UnknownSnapshot } from './errors.ts';
 import { exists, fsyncDir } from './exec.ts';
 import type { Layout } from './layout.ts';
 import { checkCloneTarget, checkName, checkVolumes } from './names.ts';
+import { type TreeQuota, treeQuota } from './quota.ts';
 import type { StorageBackend } from './types.ts';
 
 export interface TreeOps {
@@ -31,11 +32,23 @@ export class TreeBackend implements StorageBackend {
   readonly kind: 'dir' | 'btrfs';
   readonly layout: Layout;
   readonly ops: TreeOps;
+  #quota: Promise<TreeQuota> | undefined;
 
   constructor(layout: Layout, ops: TreeOps) {
     this.layout = layout;
     this.ops = ops;
     this.kind = ops.kind;
+  }
+
+  /** How this data dir bounds an env, decided on first use. */
+  private quota(): Promise<TreeQuota> {
+    this.#quota ??= treeQuota(this.layout, this.kind);
+    return this.#quota;
+  }
+
+  async setQuota(envId: string, bytes: number): Promise<string> {
+    checkName('env id', envId);
+    return (await this.quota()).apply(envId, bytes);
   }
 
   volumePath(envId: string, volume: string): string {
@@ -45,6 +58,7 @@ export class TreeBackend implements StorageBackend {
   async prepare(envId: string, volumes: string[]): Promise<Record<string, string>> {
     checkName('env id', envId);
     checkVolumes(volumes);
+    await (await this.quota()).restore(envId);
     await mkdir(this.layout.volDir(envId), { recursive: true });
     const out: Record<string, string> = {};
     for (const v of volumes) {
@@ -76,6 +90,7 @@ export class TreeBackend implements StorageBackend {
     const final = this.layout.snapDir(envId, name);
     if (await this.hasSnapshot(envId, name))
       throw new StorageError(`env ${envId} already has a snapshot ${name}`);
+    await (await this.quota()).restore(envId);
     for (const v of volumes) {
       await this.recover(envId, v);
       if (!(await exists(this.layout.volumePath(envId, v))))
@@ -140,6 +155,7 @@ export class TreeBackend implements StorageBackend {
   async rollback(envId: string, snapshot: string, volumes: string[]): Promise<void> {
     const sources = await this.sources(envId, snapshot, volumes);
     const volDir = this.layout.volDir(envId);
+    await (await this.quota()).restore(envId);
     await mkdir(volDir, { recursive: true });
     for (const v of volumes) {
       await this.recover(envId, v);
@@ -163,6 +179,7 @@ export class TreeBackend implements StorageBackend {
 
   async destroy(envId: string): Promise<void> {
     const volDir = this.layout.volDir(envId);
+    await (await this.quota()).release(envId);
     for (const entry of await list(volDir)) await this.ops.remove(join(volDir, entry));
     const snapsDir = this.layout.snapsDir(envId);
     for (const entry of await list(snapsDir)) await this.removeSnapshotDir(join(snapsDir, entry));

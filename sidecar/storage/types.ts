@@ -44,6 +44,13 @@ export interface StorageBackend {
    * and newer, so later versions stay forkable. The caller has stopped the stack.
    */
   rollback(envId: string, snapshot: string, volumes: string[]): Promise<void>;
+  /**
+   * Bounds the env's volumes together to `bytes` (writes past it fail with ENOSPC or EDQUOT) and
+   * mounts them `nosuid,nodev` where the backend can. Called before `prepare` or `clone` of the
+   * env, again on a redeploy (a new limit applies). Returns how the limit is enforced on this
+   * host, or `none: <reason>` when nothing here can enforce one.
+   */
+  setQuota(envId: string, bytes: number): Promise<string>;
   /** Removes every dataset, snapshot and directory of the env (`envs/<env>`, `snaps/<env>`). Idempotent. */
   destroy(envId: string): Promise<void>;
 }

@@ -246,6 +246,9 @@ export function growing(backend: StorageBackend, loop: XfsLoop): StorageBackend 
     volumePath: (env, vol) => backend.volumePath(env, vol),
     hasSnapshot: (env, name) => backend.hasSnapshot(env, name),
     destroy: (env) => backend.destroy(env),
+    // The backend decides how an env's disk is bounded (issue 17): XFS project quotas when the image
+    // is mounted with prjquota, else a loop file system per env (which gives up reflink forks).
+    setQuota: (env, bytes) => backend.setQuota(env, bytes),
     prepare: roomFirst((env: string, vols: string[]) => backend.prepare(env, vols)),
     snapshot: roomFirst((env: string, name: string, vols: string[], captured?: () => Promise<void>) =>
       backend.snapshot(env, name, vols, captured),

@@ -27,6 +27,8 @@ import type { StorageBackend } from './types.ts';
 import { datasetOf, ensureContainer, isMissing, mountAt, zExists, zfs, zList, zRename } from './zfs-cli.ts';
 
 const TAG = 'svc:env';
+/** The env's disk limit in bytes, a user property on its dataset. */
+const LIMIT_PROP = 'svc:disk_limit';
 const ignore = () => {};
 
 export class ZfsBackend implements StorageBackend {
@@ -52,7 +54,13 @@ export class ZfsBackend implements StorageBackend {
     for (const v of volumes) {
       out[v] = this.layout.volumePath(envId, v);
       if (!(await this.recover(envId, v)))
-        await zfs(['create', '-o', `mountpoint=${out[v]}`, this.volDs(envId, v)]);
+        await zfs([
+          'create',
+          '-o',
+          `mountpoint=${out[v]}`,
+          ...(await this.limitOpts(envId)),
+          this.volDs(envId, v),
+        ]);
     }
     return out;
   }
@@ -103,11 +111,12 @@ export class ZfsBackend implements StorageBackend {
     }
     await this.ensureEnv(toEnv);
     const out: Record<string, string> = {};
+    const limit = await this.limitOpts(toEnv);
     try {
       for (const v of volumes) {
         const path = this.layout.volumePath(toEnv, v);
         const cloneFrom = (src: string) =>
-          zfs(['clone', '-o', `mountpoint=${path}`, src, this.volDs(toEnv, v)]);
+          zfs(['clone', '-o', `mountpoint=${path}`, ...limit, src, this.volDs(toEnv, v)]);
         // Forks are not serialised with the source env's commands: a rollback there may have just
         // moved the snapshot to another dataset (promote), so a vanished source is looked up again.
         await cloneFrom(sources[v]).catch(async (err: Error) => {
@@ -133,7 +142,7 @@ export class ZfsBackend implements StorageBackend {
     // each clone is retired (a promoted one holds history the live dataset now descends from).
     try {
       for (const v of volumes) {
-        await zfs(['clone', sources[v], this.tmpDs(envId, v)]);
+        await zfs(['clone', ...(await this.limitOpts(envId)), sources[v], this.tmpDs(envId, v)]);
         await zfs(['promote', this.tmpDs(envId, v)]);
       }
     } catch (err) {
@@ -149,6 +158,29 @@ export class ZfsBackend implements StorageBackend {
       await zRename(this.tmpDs(envId, v), this.volDs(envId, v));
       await mountAt(this.volDs(envId, v), this.layout.volumePath(envId, v));
     }
+  }
+
+  /**
+   * `refquota` on every volume dataset (the live data, not snapshots: a `quota` on the env would
+   * count the history a destroy's promote moves into a fork, and push the fork over its limit).
+   * The limit is kept as the user property `svc:disk_limit` on the env's dataset, so the datasets
+   * a clone or a rollback makes later get it too. `setuid=off,devices=off` are inherited.
+   */
+  async setQuota(envId: string, bytes: number): Promise<string> {
+    await this.ensureEnv(envId);
+    const env = this.envDs(envId);
+    await zfs(['set', 'setuid=off', env]);
+    await zfs(['set', 'devices=off', env]);
+    await zfs(['set', `${LIMIT_PROP}=${bytes}`, env]);
+    for (const ds of await zList(`${env}/vol`, 'filesystem', ['name']))
+      if (ds[0] !== `${env}/vol`) await zfs(['set', `refquota=${bytes}`, ds[0] as string]);
+    return `zfs refquota of ${bytes} bytes per volume`;
+  }
+
+  /** `-o refquota=<limit>` for a dataset made for the env, when it has a limit. */
+  private async limitOpts(envId: string): Promise<string[]> {
+    const v = (await zfs(['get', '-H', '-o', 'value', LIMIT_PROP, this.envDs(envId)])).trim();
+    return /^\d+$/.test(v) ? ['-o', `refquota=${v}`] : [];
   }
 
   async destroy(envId: string): Promise<void> {

@@ -1,11 +1,12 @@
-// verify.collect: freeze the agent service and copy each declared path into a root-owned
-// directory on the host, never following a symlink. The copy is read through the frozen
-// container's root (/proc/<pid>/root): every path component is lstat'ed and only real
-// directories are entered, so an agent cannot point the copy at the host (an absolute symlink
-// would resolve against the host's root). Then the copy itself is walked with lstat and checked
-// against the limits. Anything refused removes the whole copy. The agent stays paused.
-import { constants } from 'node:fs';
-import { chmod, lstat, mkdir, open, readdir, rm } from 'node:fs/promises';
+// verify.collect: freeze the stack and copy each declared path of the agent service into a
+// root-owned directory on the host, never following a symlink. Every service is frozen, not only
+// the agent: a sibling sharing the agent's volume could otherwise swap a collected directory for
+// a symlink mid-copy (issue 17). The copy reads through the frozen container's root
+// (/proc/<pid>/root) with every component pinned by a descriptor (copy.ts, pinned.ts), so even an
+// unfrozen writer could not point it at the host. Then the copy itself is walked with lstat and
+// checked against the limits. Anything refused removes the whole copy. The agent stays paused;
+// the other services are unpaused again.
+import { appendFile, chmod, mkdir, readdir, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Results } from '../../protocol/commands.ts';
 import { requireSpec, type SidecarContext } from '../context.ts';
@@ -13,94 +14,43 @@ import { Engine } from '../docker/engine.ts';
 import { projectName } from '../docker/render.ts';
 import * as p from '../payload.ts';
 import type { CommandContext } from '../runner.ts';
-import { checkTree, LIMITS, Refusal, typeReason } from './limits.ts';
+import { copyDeclared } from './copy.ts';
+import { checkTree, Refusal } from './limits.ts';
+import { pinRoot, unpin } from './pinned.ts';
 import { processList } from './processes.ts';
 
 export const verifyDir = (ctx: SidecarContext, id: string) => join(ctx.dataDir, 'verify', id);
 
-interface Tally {
-  files: number;
-  bytes: number;
+/** The environment a verify work directory belongs to: the agent's (the grader's fork only reads it). */
+const OWNERS = 'envs';
+
+/** Records that `envId` uses the verify work directory `id`, so destroying it removes the directory. */
+export async function claimVerifyDir(ctx: SidecarContext, id: string, envId: string): Promise<void> {
+  await mkdir(verifyDir(ctx, id), { recursive: true, mode: 0o700 });
+  await appendFile(join(verifyDir(ctx, id), OWNERS), `${envId}\n`, { mode: 0o600 });
 }
 
-async function copyFile(
-  src: string,
-  dst: string,
-  mode: number,
-  tally: Tally,
-  declared: string,
-): Promise<void> {
-  const input = await open(src, constants.O_RDONLY | constants.O_NOFOLLOW);
-  try {
-    const output = await open(dst, 'wx', mode & 0o755);
-    try {
-      const buf = Buffer.allocUnsafe(1 << 20);
-      for (;;) {
-        const { bytesRead } = await input.read(buf, 0, buf.length, null);
-        if (bytesRead === 0) break;
-        tally.bytes += bytesRead;
-        if (tally.bytes > LIMITS.bytes) throw new Refusal(declared, 'submission larger than 256 MiB');
-        await output.write(buf, 0, bytesRead);
-      }
-    } finally {
-      await output.close();
-    }
-  } finally {
-    await input.close();
+/** Removes every verify work directory `envId` used (submission copies and grader logs). */
+export async function removeVerifyDirs(ctx: SidecarContext, envId: string): Promise<number> {
+  const root = join(ctx.dataDir, 'verify');
+  let removed = 0;
+  for (const id of await readdir(root).catch(() => [] as string[])) {
+    const owners = await readFile(join(root, id, OWNERS), 'utf8').catch(() => '');
+    if (!owners.split('\n').includes(envId)) continue;
+    await rm(join(root, id), { recursive: true, force: true });
+    removed++;
   }
-  tally.files++;
-  if (tally.files > LIMITS.files) throw new Refusal(declared, 'more than 20000 files');
-}
-
-async function copyTree(
-  src: string,
-  dst: string,
-  inContainer: string,
-  depth: number,
-  tally: Tally,
-  declared: string,
-): Promise<void> {
-  const st = await lstat(src);
-  const reason = typeReason(st);
-  if (reason) throw new Refusal(inContainer, reason);
-  if (st.isFile()) return copyFile(src, dst, st.mode, tally, declared);
-  if (depth > LIMITS.depth) throw new Refusal(inContainer, 'deeper than 32');
-  await mkdir(dst, { mode: 0o755 });
-  for (const name of (await readdir(src)).sort()) {
-    await copyTree(
-      join(src, name),
-      join(dst, name),
-      `${inContainer.replace(/\/$/, '')}/${name}`,
-      depth + 1,
-      tally,
-      declared,
-    );
-  }
-}
-
-/** Checks the declared path's ancestors inside the container root: real directories only. */
-async function locate(root: string, path: string): Promise<'missing' | string> {
-  const parts = path.split('/').filter(Boolean);
-  let at = root;
-  for (const [i, part] of parts.entries()) {
-    at = join(at, part);
-    let st: Awaited<ReturnType<typeof lstat>>;
-    try {
-      st = await lstat(at);
-    } catch {
-      return 'missing';
-    }
-    if (st.isSymbolicLink()) throw new Refusal(`/${parts.slice(0, i + 1).join('/')}`, 'symlink');
-    if (i < parts.length - 1 && !st.isDirectory()) return 'missing';
-  }
-  return at;
+  return removed;
 }
 
 /** Declared paths without the ones inside another declared path (copied with it already). */
 function outermost(paths: string[]): string[] {
   const norm = [...new Set(paths.map((x) => `/${x.split('/').filter(Boolean).join('/')}`))].sort();
-  for (const x of norm)
+  for (const x of norm) {
     if (x === '/') throw new p.PayloadError("collect path '/' would copy the whole container");
+    if (x.split('/').some((c) => c === '.' || c === '..'))
+      throw new p.PayloadError(`collect path '${x}' must not contain '.' or '..'`);
+  }
   return norm.filter((x) => !norm.some((y) => y !== x && x.startsWith(`${y}/`)));
 }
 
@@ -113,44 +63,55 @@ export async function verifyCollect(
   const paths = outermost(p.strList(cmd.payload, 'collect').map((x) => p.absolutePath(x, 'collect path')));
   await requireSpec(ctx, cmd.envId);
   const engine = new Engine(projectName(cmd.envId), ctx.docker);
-  cmd.progress(`freezing agent service ${agent}`);
-  await engine.pause([agent]);
-  const info = await engine.inspect(agent);
-  if (!info.State.Pid) throw new Error(`agent service '${agent}' has no running process to collect from`);
-  const root = `/proc/${info.State.Pid}/root`;
-  const processes = await processList(ctx.docker, info.Id);
-
-  const dest = join(verifyDir(ctx, id), 'submission');
-  await rm(dest, { recursive: true, force: true });
-  // Root-owned and 0700 (spec "Isolation guarantees"); the verifier reads it as uid 0.
-  await mkdir(dest, { recursive: true, mode: 0o700 }); // a umask only removes bits
-  await chmod(verifyDir(ctx, id), 0o700);
-  const tally: Tally = { files: 0, bytes: 0 };
-  const missing: string[] = [];
-  const refused: string[] = [];
+  await engine.find(agent);
+  cmd.progress(`freezing the stack (agent service ${agent})`);
+  const frozen = await engine.pause();
+  let result: Results['verify.collect'] | undefined;
   try {
-    for (const path of paths) {
-      const at = await locate(root, path);
-      if (at === 'missing') {
-        missing.push(path);
-        continue;
-      }
-      const target = join(dest, ...path.split('/').filter(Boolean));
-      await mkdir(join(target, '..'), { recursive: true, mode: 0o755 });
-      await copyTree(at, target, path, 0, tally, path);
-    }
+    result = await copyOut(ctx, cmd, engine, id, agent, paths);
+    return result;
+  } finally {
+    // The agent stays frozen for the snapshot; a refused submission gets none, so `resume` is honoured here.
+    const keep = result?.refused.length && cmd.payload.resume === true ? [] : [agent];
+    const thaw = frozen.filter((s) => !keep.includes(s));
+    if (thaw.length) await engine.unpause(thaw);
+  }
+}
+
+async function copyOut(
+  ctx: SidecarContext,
+  cmd: CommandContext,
+  engine: Engine,
+  id: string,
+  agent: string,
+  paths: string[],
+): Promise<Results['verify.collect']> {
+  const info = await engine.inspect(agent);
+  if (!info.State.Pid || !info.State.Paused)
+    throw new Error(`agent service '${agent}' has no frozen process to collect from`);
+  const root = await pinRoot(`/proc/${info.State.Pid}/root`);
+  const dest = join(verifyDir(ctx, id), 'submission');
+  // What the agent left running at freeze time (a daemon shows up): part of the grading record.
+  const processes = await processList(ctx.docker, info.Id);
+  try {
+    // The pid must still be the frozen agent's after the root was pinned (not a recycled pid).
+    const again = await engine.inspect(agent);
+    if (again.State.Pid !== info.State.Pid || !again.State.Paused)
+      throw new Error(`agent service '${agent}' changed while it was being frozen`);
+    await rm(dest, { recursive: true, force: true });
+    await claimVerifyDir(ctx, id, cmd.envId);
+    // Root-owned and 0700 (spec "Isolation guarantees"); the verifier reads it as uid 0.
+    await mkdir(dest, { recursive: true, mode: 0o700 }); // a umask only removes bits
+    await chmod(verifyDir(ctx, id), 0o700);
+    const copied = await copyDeclared(root, paths, dest);
     cmd.progress('checking the copy');
     await checkTree(dest, paths);
+    return { files: copied.files, bytes: copied.bytes, missing: copied.missing, refused: [], processes };
   } catch (err) {
     if (!(err instanceof Refusal)) throw err;
-    refused.push(`${err.path}: ${err.reason}`);
+    await rm(dest, { recursive: true, force: true });
+    return { files: 0, bytes: 0, missing: [], refused: [`${err.path}: ${err.reason}`], processes };
+  } finally {
+    await unpin(root);
   }
-  if (refused.length) await rm(dest, { recursive: true, force: true });
-  return {
-    files: refused.length ? 0 : tally.files,
-    bytes: refused.length ? 0 : tally.bytes,
-    missing,
-    refused,
-    processes,
-  };
 }

@@ -7,6 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { networkInterfaces, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { unmountUnder } from '../../sidecar/storage/quota.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 import { svcdJoinArgs } from '../support/svcd.ts';
 
@@ -93,6 +94,7 @@ export async function startReal(opts: { env?: Record<string, string>; join?: boo
       await real.killSidecar().catch(() => {});
       listener.server.close();
       await t.close();
+      await unmountUnder(dir); // a volume file system an env that failed to destroy left mounted
       rmSync(dir, { recursive: true, force: true });
     },
   };
@@ -176,3 +178,21 @@ async function destroyAll(t: TestServer, real: Real): Promise<void> {
     }
   }
 }
+
+/** A shell loop that ends promptly on SIGTERM, as a compose command. */
+export const IDLE_COMMAND = `["sh", "-c", "trap 'exit 0' TERM; while :; do sleep 1; done"]`;
+
+/** The agent stack of the e2e suites (agent main as 1000:1000 on volume work, a root checker), plus `tail`. */
+export const agentStack = (image: string, tail: string) => `
+services:
+  main:
+    image: ${image}
+    user: "1000:1000"
+    command: ${IDLE_COMMAND}
+    volumes: [work:/work]
+  checker:
+    image: ${image}
+    command: ${IDLE_COMMAND}
+volumes: {work: {}}
+x-svc.agent.service: main
+${tail}`;

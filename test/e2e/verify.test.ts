@@ -7,27 +7,17 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { BUSYBOX_IMAGE, ensureTestImages } from '../support/images.ts';
 import { tier } from '../support/tiers.ts';
-import { exec, finished, leftovers, type Real, startReal } from './real.ts';
+import { agentStack, exec, finished, leftovers, type Real, startReal } from './real.ts';
 
-const IDLE = `["sh", "-c", "trap 'exit 0' TERM; while :; do sleep 1; done"]`;
-const AGENT = `
-services:
-  main:
-    image: ${BUSYBOX_IMAGE}
-    user: "1000:1000"
-    command: ${IDLE}
-    volumes: [work:/work]
-  checker:
-    image: ${BUSYBOX_IMAGE}
-    command: ${IDLE}
-volumes: {work: {}}
-x-svc.agent.service: main
-x-svc.verifier:
+const AGENT = agentStack(
+  BUSYBOX_IMAGE,
+  `x-svc.verifier:
   image: ${BUSYBOX_IMAGE}
   command: ["sh", "-c", "id -u; ls -l /submission/work; if [ \\"$$(cat /submission/work/answer)\\" = 42 ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt; touch /submission/work/tamper 2>/dev/null && echo writable || echo read-only"]
   collect: [/work, /tmp/notes]
   timeout_sec: 60
-`;
+`,
+);
 
 const state = (envId: string, service: string) =>
   execFileSync(
@@ -136,5 +126,23 @@ describe('verify on real Docker', { skip: tier('docker') }, () => {
     const { phases } = await verify(true);
     assert.equal(phases.at(-1).Evidence.reward, 0);
     assert.equal(phases.at(-1).Evidence.source, 'reward.txt');
+  });
+
+  test('destroy removes the verify work directories and the stored results of its commands', async () => {
+    assert.ok(readdirSync(join(r.dataDir, 'verify')).length > 0);
+    const d = await r.t.req('DELETE', `/v1/envs/${env}`);
+    assert.equal(d.status, 202);
+    assert.equal((await finished(r.t, d.body.deployment.ID)).deployment.Status, 'succeeded');
+    assert.deepEqual(readdirSync(join(r.dataDir, 'verify')), []);
+    const commands = join(r.dataDir, 'commands');
+    const left = readdirSync(commands)
+      .filter((f) => f.endsWith('.json'))
+      .map((f) => JSON.parse(readFileSync(join(commands, f), 'utf8')) as { kind: string; env_id: string })
+      .filter((c) => c.env_id === env);
+    assert.deepEqual(
+      left.map((c) => c.kind),
+      ['env.destroy'],
+      'only the destroy result itself stays',
+    );
   });
 });

@@ -65,7 +65,8 @@ forEachDialect('deploy kind', (dialect) => {
     ]);
     assert.deepEqual(evidenceKeys(phases, 'resolve'), ['number', 'services', 'version', 'volumes']);
     assert.deepEqual(phases[1].Evidence, { host: w.sc.hostId, reason: 'first connected host in team' });
-    assert.deepEqual(evidenceKeys(phases, 'prepare'), ['endpoints', 'version']);
+    assert.deepEqual(evidenceKeys(phases, 'prepare'), ['disk_mb', 'disk_quota', 'endpoints', 'version']);
+    assert.equal(phases[4].Evidence.disk_mb, 10_240);
     assert.deepEqual(evidenceKeys(phases, 'start'), ['started_in_ms']);
     assert.deepEqual(evidenceKeys(phases, 'health'), ['endpoints']);
     assert.deepEqual(phases[7].Evidence, { exit: 0 });
@@ -76,6 +77,8 @@ forEachDialect('deploy kind', (dialect) => {
     const create = w.sc.commands('env.create').at(-1)!;
     assert.equal(create.env_id, w.alpha);
     assert.deepEqual(Object.keys(create.payload as object).sort(), [
+      'agent',
+      'disk_mb',
       'egress',
       'from_snapshot',
       'services',

@@ -43,6 +43,8 @@ forEachDialect('fork, snapshot, rollback, verify, destroy', (dialect) => {
     const cmd = w.sc.commands('env.fork').at(-1)!;
     assert.equal(cmd.env_id, forkId);
     assert.deepEqual(Object.keys(cmd.payload as object).sort(), [
+      'agent',
+      'disk_mb',
       'egress',
       'from_env',
       'from_snapshot',
@@ -203,7 +205,12 @@ forEachDialect('fork, snapshot, rollback, verify, destroy', (dialect) => {
     assert.equal(verdict.agent_frozen, true);
     assert.equal(verdict.refused, false);
     const collect = w.sc.commands('verify.collect').at(-1)!.payload as any;
-    assert.deepEqual(collect, { id: deployment.ID, agent_service: 'main', collect: ['/work'] });
+    assert.deepEqual(collect, {
+      id: deployment.ID,
+      agent_service: 'main',
+      collect: ['/work'],
+      resume: false,
+    });
     assert.deepEqual(w.sc.commands('env.snapshot').at(-1)!.payload, { name: capture, keep_paused: ['main'] });
     const grader = phases[3].Evidence.grader_env;
     assert.equal(deployment.TargetEnvID, grader);
@@ -236,6 +243,8 @@ forEachDialect('fork, snapshot, rollback, verify, destroy', (dialect) => {
       (f.payload as any).refused
         ? { reward: 0, exit_code: null, stdout: '', stderr: '', source: 'refused', ran_for: 0 }
         : { reward: 1, exit_code: 0, stdout: '', stderr: '', source: 'reward.txt', ran_for: 1 };
+    const before: Record<string, number> = {};
+    for (const kind of ['env.snapshot', 'env.fork', 'verify.run']) before[kind] = w.sc.commands(kind).length;
     const r = await w.t.req('POST', `/v1/envs/${w.alpha}/verify`, { body: { resume: true } });
     const { phases } = await finished(w.t, r.body.deployment.ID);
     // Spec verify table: the grade phase carries `refused: true` when collect refused anything.
@@ -248,10 +257,17 @@ forEachDialect('fork, snapshot, rollback, verify, destroy', (dialect) => {
     assert.equal(v.source, 'refused');
     assert.equal(v.refused, true);
     assert.equal(v.agent_frozen, false);
-    assert.deepEqual(w.sc.commands('env.snapshot').at(-1)!.payload, {
-      name: r.body.deployment.VersionID,
-      keep_paused: [],
-    });
+    // Graded 0 without a capture or a grader fork: those phases are skipped with the reason.
+    for (const name of ['snapshot', 'clone']) {
+      const ph = phases.find((x: any) => x.Name === name);
+      assert.equal(ph.Status, 'skipped', name);
+      assert.match(JSON.stringify(ph.Evidence), /submission refused/);
+    }
+    assert.equal(phases.find((x: any) => x.Name === 'grade').Evidence.source, 'refused');
+    for (const kind of ['env.snapshot', 'env.fork', 'verify.run'])
+      assert.equal(w.sc.commands(kind).length, before[kind], `${kind} sent for a refused submission`);
+    assert.equal((w.sc.commands('verify.collect').at(-1)!.payload as any).resume, true);
+    w.sc.handlers['verify.collect'] = () => ({ files: 1, bytes: 1, missing: [], refused: [] });
     w.sc.handlers['verify.run'] = () => {
       throw new Error('verifier image missing');
     };

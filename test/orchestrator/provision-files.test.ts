@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import tar from 'tar-stream';
 import type { Provisioner } from '../../server/deployments/deps.ts';
 import { FakeSidecar } from '../support/fake-sidecar.ts';
 import { forEachDialect, startTestServer, type TestServer } from '../support/server.ts';
@@ -203,5 +204,41 @@ forEachDialect('exec and files', (dialect) => {
     assert.equal(missing.status, 502);
     assert.match(missing.body.error, /no such file or directory/);
     assert.equal((await w.t.req('GET', `/v1/envs/${w.alpha}/files?service=app`)).status, 400);
+  });
+
+  test('files: devices and FIFOs are a 400, a sparse file expanding past 256 MiB a 413, before any host', async () => {
+    const before = w.sc.commands('env.put').length;
+    for (const type of ['character-device', 'block-device', 'fifo'] as const) {
+      const p = tar.pack();
+      p.entry({ name: 'node', type, devmajor: 1, devminor: 1 });
+      p.finalize();
+      const chunks: Buffer[] = [];
+      for await (const c of p) chunks.push(c as Buffer);
+      const r = await put('/data/x', Buffer.concat(chunks));
+      assert.equal(r.status, 400, type);
+      assert.match(
+        ((await r.json()) as { error: string }).error,
+        /upload refused: 'node': (device nodes|FIFOs) are not accepted/,
+      );
+    }
+    // A PAX sparse entry (format 1.0) storing 512 bytes of a 1 GiB file.
+    const p = tar.pack();
+    const sparse = {
+      'GNU.sparse.major': '1',
+      'GNU.sparse.minor': '0',
+      'GNU.sparse.name': 'hole',
+      'GNU.sparse.realsize': String(1024 ** 3),
+    };
+    p.entry({ name: 'GNUSparseFile.0/hole', size: 512, pax: sparse } as tar.Header, Buffer.alloc(512));
+    p.finalize();
+    const chunks: Buffer[] = [];
+    for await (const c of p) chunks.push(c as Buffer);
+    const r = await put('/data/x', Buffer.concat(chunks));
+    assert.equal(r.status, 413);
+    assert.match(
+      ((await r.json()) as { error: string }).error,
+      /archive expands to 1073741824 bytes, over the 256 MiB limit/,
+    );
+    assert.equal(w.sc.commands('env.put').length, before, 'a refused upload reached the host');
   });
 });

@@ -1,6 +1,6 @@
 // deploy: resolve, place, provision, join, prepare, start, health, warm, snapshot, ingress, verdict.
 import type { Results } from '../../../protocol/commands.ts';
-import type { EnvSpec } from '../../../protocol/spec.ts';
+import { diskLimitMb, type EnvSpec } from '../../../protocol/spec.ts';
 import { snapshotRefusal } from '../../clouds/providers.ts';
 import {
   getEnv,
@@ -147,16 +147,20 @@ async function prepare(ctx: Ctx) {
     warm: p(ctx).warm,
     egress: spec.egress,
     ...contextPayload(ctx, spec),
+    agent: spec.agent?.service ?? '',
+    disk_mb: diskLimitMb(spec),
   });
   p(ctx).endpoints = r.endpoints;
   p(ctx).started_in = r.started_in;
   await setVersionDigests(ctx.deps.db, ctx.dep.VersionID, r.digests ?? {});
   // A driver host says what its provider enforces of the egress rule instead of degrading silently.
   const said = r.enforcement ? { egress: r.enforcement, caps: r.caps, sandbox: r.sandbox } : {};
-  if (!spec.context) return { version: ctx.dep.VersionID, endpoints: r.endpoints, ...said };
+  const disk = { disk_mb: diskLimitMb(spec), disk_quota: r.disk_quota ?? 'not reported by the host' };
+  if (!spec.context) return { version: ctx.dep.VersionID, endpoints: r.endpoints, ...disk, ...said };
   return {
     version: ctx.dep.VersionID,
     endpoints: r.endpoints,
+    ...disk,
     context: spec.context.sha256,
     digests: r.digests,
     ...said,

@@ -1,5 +1,6 @@
 // fork: place, clone, health, verdict. The deployment's EnvID is the NEW environment (created by
 // the request with stage `fork`); the clone runs on the host that holds the source snapshot.
+import { diskLimitMb } from '../../../protocol/spec.ts';
 import { getEnv, getVersion, updateEnv } from '../../envs/store.ts';
 import type { KindDef, RunContext } from '../engine.ts';
 import { removeFromHost, send, targetOf, tookMs } from './common.ts';
@@ -39,6 +40,8 @@ async function clone(ctx: Ctx) {
     services: v.Spec.services,
     volumes: v.Spec.volumes,
     egress: v.Spec.egress,
+    agent: v.Spec.agent?.service ?? '',
+    disk_mb: diskLimitMb(v.Spec),
   });
   p(ctx).endpoints = r.endpoints;
   return { forked_in_ms: r.forked_in, from: v.Snapshot };

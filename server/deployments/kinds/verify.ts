@@ -1,10 +1,12 @@
 // verify: stop, collect, snapshot, clone, grade, verdict. The agent is frozen and its declared
 // paths copied; the capture becomes a healthy version; a grader fork of it runs the verifier;
 // the grader fork is destroyed in the verdict. The agent environment keeps its current version.
+// A refused submission grades 0 at once: no snapshot, no grader fork (issue 17: each refused
+// verify cost a capture and a fork for nothing); those phases are skipped with the reason.
 import { randomBytes } from 'node:crypto';
-import type { EnvSpec } from '../../../protocol/spec.ts';
+import { diskLimitMb, type EnvSpec } from '../../../protocol/spec.ts';
 import { getEnv, getVersion, insertEnv, markVersionHealthy, updateEnv } from '../../envs/store.ts';
-import type { KindDef, RunContext } from '../engine.ts';
+import { type KindDef, type RunContext, Skip } from '../engine.ts';
 import { updateDeployment } from '../store.ts';
 import { send, targetAfterFailure, targetOf, tookMs } from './common.ts';
 import { takeSnapshot } from './snapshot.ts';
@@ -48,13 +50,19 @@ async function collect(ctx: Ctx) {
     id: ctx.dep.ID,
     agent_service: p(ctx).agent_service,
     collect: s.verifier.collect,
+    // A refused submission skips the snapshot that would unpause the agent: collect does it.
+    resume: p(ctx).resume,
   });
   p(ctx).collect = { files: r.files, bytes: r.bytes, missing: r.missing, refused: r.refused };
   p(ctx).processes = r.processes ?? [];
   return p(ctx).collect;
 }
 
+const refused = (ctx: Ctx) => (p(ctx).collect?.refused.length ?? 0) > 0;
+const SKIP_REFUSED = { reason: 'submission refused; graded 0 without a capture or a grader' };
+
 async function snapshot(ctx: Ctx) {
+  if (refused(ctx)) return new Skip(SKIP_REFUSED);
   const env = await agentEnv(ctx);
   const keep = p(ctx).resume ? [] : [p(ctx).agent_service];
   const evidence = await takeSnapshot(ctx, env.HostID, env.ID, ctx.dep.VersionID, keep);
@@ -64,6 +72,7 @@ async function snapshot(ctx: Ctx) {
 }
 
 async function clone(ctx: Ctx) {
+  if (refused(ctx)) return new Skip(SKIP_REFUSED);
   const env = await agentEnv(ctx);
   const s = await spec(ctx);
   const v = await getVersion(ctx.deps.db, ctx.dep.TeamID, ctx.dep.VersionID);
@@ -85,22 +94,36 @@ async function clone(ctx: Ctx) {
     services: s.services,
     volumes: s.volumes,
     egress: s.egress,
+    agent: s.agent?.service ?? '',
+    disk_mb: diskLimitMb(s),
   });
   await updateEnv(ctx.deps.db, grader.ID, { status: 'running', endpoints: r.endpoints });
   return { grader_env: grader.ID, forked_in_ms: r.forked_in };
 }
 
 async function grade(ctx: Ctx) {
+  if (refused(ctx)) {
+    p(ctx).grade = { reward: 0, exit_code: null, source: 'refused' };
+    // Spec verify table: `refused: true` when collect refused anything.
+    return {
+      reward: 0,
+      exit_code: null,
+      stdout: '',
+      stderr: '',
+      source: 'refused',
+      ran_for: 0,
+      refused: true,
+    };
+  }
   const s = await spec(ctx);
   const graderId = p(ctx).grader_env as string;
   const env = await agentEnv(ctx);
-  const refused = (p(ctx).collect?.refused.length ?? 0) > 0;
   const r = await send(
     ctx,
     await targetOf(ctx, env.HostID),
     graderId,
     'verify.run',
-    { id: ctx.dep.ID, verifier: s.verifier, refused },
+    { id: ctx.dep.ID, verifier: s.verifier, refused: false },
     (s.verifier.timeout_sec + 60) * 1000,
   );
   p(ctx).grade = { reward: r.reward, exit_code: r.exit_code, source: r.source };
@@ -113,8 +136,6 @@ async function grade(ctx: Ctx) {
     stderr: r.stderr,
     source: r.source,
     ran_for: r.ran_for,
-    // Spec verify table: `refused: true` when collect refused anything.
-    ...(refused ? { refused: true } : {}),
   };
 }
 
@@ -162,7 +183,7 @@ async function verdict(ctx: Ctx, failure: unknown) {
     reward: failure ? null : (g?.reward ?? null),
     source: g?.source ?? '',
     exit_code: g?.exit_code ?? null,
-    refused: (c?.refused.length ?? 0) > 0,
+    refused: refused(ctx),
     missing: c?.missing ?? [],
     agent_frozen: !p(ctx).resume,
     took_ms: tookMs(ctx),
