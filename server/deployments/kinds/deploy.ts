@@ -237,8 +237,9 @@ async function verdict(ctx: Ctx, failure: { phase: string } | null) {
   const env = await envOf(ctx);
   const prevId = p(ctx).previous_version;
   if (!prevId) {
-    // A first create that failed leaves nothing behind on the host.
-    await removeFromHost(ctx, env.ID, env.HostID);
+    // A first create that failed leaves nothing behind on the host; an environment that already
+    // runs a version (one with no snapshot to roll back to, e.g. on a provider) is left running.
+    if (!env.CurrentVersionID) await removeFromHost(ctx, env.ID, env.HostID);
     await updateEnv(db, env.ID, { status: 'failed' });
     return { status: 'failed' as const, evidence: { reverted: 'no previous version' } };
   }
