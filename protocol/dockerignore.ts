@@ -1,16 +1,15 @@
 // What a build or project context leaves out: `.dockerignore` as Docker reads it (shared by the
 // CLI, which ships the context, and the sidecar, which streams build contexts to the engine).
-import { createRequire } from 'node:module';
+// A CommonJS module whose export is the factory itself: its default import, in Node and in the
+// single-executable bundles alike (a createRequire(import.meta.url) is empty in a CommonJS bundle).
+import dockerignoreModule from '@balena/dockerignore';
 
 interface Ignore {
   add(patterns: string[]): Ignore;
   ignores(path: string): boolean;
 }
 
-// A CommonJS module whose export is the factory itself.
-const dockerignore = createRequire(import.meta.url)('@balena/dockerignore') as (opts?: {
-  ignorecase?: boolean;
-}) => Ignore;
+const dockerignore = dockerignoreModule as unknown as (opts?: { ignorecase?: boolean }) => Ignore;
 
 export type IgnoreTest = (path: string, isDir: boolean) => boolean;
 

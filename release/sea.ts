@@ -67,6 +67,8 @@ Promise.resolve(main(process.argv.slice(2))).then((code) => {
     define: { 'process.env.SVC_BUILD_VERSION': JSON.stringify(o.version) },
     banner: o.banner ? { js: o.banner } : undefined,
     logLevel: 'warning',
+    // import.meta is empty in a CommonJS bundle: code relying on it would break only at run time.
+    logOverride: { 'empty-import-meta': 'error' },
   });
 }
 
