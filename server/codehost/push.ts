@@ -10,7 +10,7 @@ import { deploySpec, parseSpec, type Started } from '../envs/lifecycle.ts';
 import { Conflict, NotFound } from '../errors.ts';
 import { appendEvent } from '../events/store.ts';
 import { requireProject } from '../projects/projects.ts';
-import { getSource, type ProjectSource, setLastDeployedSha } from '../projects/sources.ts';
+import { getSource, type ProjectSource, setLastDeployedSha } from '../projects/source-store.ts';
 import { consoleUrl, requireApp } from './codehost.ts';
 import { type GitHub, HttpFailure } from './github.ts';
 import { concludeCheckRun, getInstallation, saveCheckRun } from './store.ts';

@@ -3,9 +3,11 @@
 // (spec "Failure rule"): when a phase fails, the phases after it are skipped, the deployment's
 // Error is `<phase>: <message>`, and the verdict runs anyway so the outcome is recorded.
 import { EventEmitter } from 'node:events';
-import { type Db, json, now } from '../db/types.ts';
+import { type Db, now } from '../db/types.ts';
+import { getEnv } from '../envs/store.ts';
 import { appendEvent } from '../events/store.ts';
 import { PHASE_TIMEOUT_MS } from '../hosts/dispatcher.ts';
+import { getHostRow } from '../hosts/store.ts';
 import { bounded, CANCEL_GRACE_MS } from './bounded.ts';
 import type { OrchestratorDeps } from './deps.ts';
 import {
@@ -14,6 +16,7 @@ import {
   getDeploymentAnyTeam,
   insertDeployment,
   listPhases,
+  listUnfinishedDeployments,
   type NewDeployment,
   type Phase,
   updateDeployment,
@@ -295,17 +298,13 @@ export class Engine {
    * after a control-plane restart sidecars take a few seconds to reconnect: give them that time.
    */
   async #hostBack(dep: Deployment & { TeamID: string }): Promise<void> {
-    const env = await this.db.get<{ host_id: string }>('SELECT host_id FROM environments WHERE id = ?', [
-      dep.EnvID,
-    ]);
-    const host = env?.host_id
-      ? await this.db.get<{ kind: string }>('SELECT kind FROM hosts WHERE id = ?', [env.host_id])
-      : undefined;
-    if (host?.kind === 'sidecar') await this.deps.hub.waitConnected(env!.host_id, this.recoveryHostWaitMs);
+    const env = await getEnv(this.db, dep.TeamID, dep.EnvID);
+    const host = env?.HostID ? await getHostRow(this.db, env.HostID) : undefined;
+    if (host?.kind === 'sidecar') await this.deps.hub.waitConnected(env!.HostID, this.recoveryHostWaitMs);
   }
 
   async #saveParams(ctx: RunContext<unknown>): Promise<void> {
-    await this.db.run('UPDATE deployments SET params = ? WHERE id = ?', [json(ctx.params), ctx.dep.ID]);
+    await updateDeployment(this.db, ctx.dep.ID, { params: ctx.params });
   }
 
   async #event(dep: Deployment & { TeamID: string }, kind: string, body: unknown): Promise<void> {
@@ -319,9 +318,7 @@ export class Engine {
    * back when it can), exactly as for any other failure.
    */
   async recover(): Promise<number> {
-    const rows = await this.db.all<{ id: string; kind: string; env_id: string }>(
-      "SELECT id, kind, env_id FROM deployments WHERE status IN ('pending', 'running') ORDER BY created_at",
-    );
+    const rows = await listUnfinishedDeployments(this.db);
     for (const r of rows) {
       const failure = await this.#interruptedAt(r.id);
       const kind = this.#kinds.get(r.kind);

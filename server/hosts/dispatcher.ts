@@ -230,10 +230,6 @@ export class Dispatcher {
       p.reject(new CommandError(`${p.kind}: ${reason}`, p.id));
     }
   }
-
-  inFlight(): number {
-    return this.#pending.size;
-  }
 }
 
 function cancelled(kind: string, signal: AbortSignal | undefined): Error {

@@ -6,7 +6,7 @@ import { NotFound } from '../errors.ts';
 import type { App } from '../http/app.ts';
 import { Body, emptyBodyIsObject, IdParam, SECURED } from '../http/schema.ts';
 import { listKeys, mintKey, newTeam, revokeKey, teamsOf, whoAmI } from './accounts.ts';
-import { signIn } from './users.ts';
+import { signIn } from './user-store.ts';
 
 const Name = (description: string) => Type.String({ minLength: 1, maxLength: 100, description });
 

@@ -6,7 +6,7 @@ import type { Egress, ServiceRecord } from '../../protocol/spec.ts';
 import type { Created, ProviderCloud, SandboxProvider } from './driver-host.ts';
 import { BACKGROUND, serviceArgv } from './driver-host.ts';
 import { call, joinUrl, LIMITS, ProviderError } from './http.ts';
-import type { ProviderState } from './state.ts';
+import type { ProviderState } from './state-store.ts';
 
 const NAME = 'sandbox-b';
 /** How long a new sandbox may take to reach `started`, and how often it is asked. */

@@ -2,6 +2,7 @@
 import type { Results } from '../../../protocol/commands.ts';
 import type { EnvSpec } from '../../../protocol/spec.ts';
 import { snapshotRefusal } from '../../clouds/providers.ts';
+import { listClouds } from '../../clouds/store.ts';
 import { getEnv, getVersion, insertVersion, markVersionHealthy, updateEnv } from '../../envs/store.ts';
 import { appendEvent } from '../../events/store.ts';
 import { type KindDef, PhaseFailure, type RunContext, Skip } from '../engine.ts';
@@ -74,20 +75,17 @@ async function placePhase(ctx: Ctx) {
 
 async function provision(ctx: Ctx) {
   if (p(ctx).host) return new Skip({ reason: 'a host was found' });
-  const clouds = await ctx.deps.db.all<{ id: string; provider: string; name: string; config: string }>(
-    "SELECT id, provider, name, config FROM clouds WHERE team_id = ? AND provider <> 'manual' ORDER BY created_at, id",
-    [ctx.dep.TeamID],
-  );
-  const cloud = clouds.find((c) => ctx.deps.provisioners.has(c.provider));
+  const clouds = await listClouds(ctx.deps.db, ctx.dep.TeamID);
+  const cloud = clouds.find((c) => c.Provider !== 'manual' && ctx.deps.provisioners.has(c.Provider));
   if (!cloud) throw new Error(NO_HOST_NO_CLOUD);
-  const joinToken = await ctx.deps.mintJoinToken(ctx.dep.TeamID, cloud.id);
-  const machine = await ctx.deps.provisioners.get(cloud.provider)!.provision(
+  const joinToken = await ctx.deps.mintJoinToken(ctx.dep.TeamID, cloud.ID);
+  const machine = await ctx.deps.provisioners.get(cloud.Provider)!.provision(
     {
-      ID: cloud.id,
+      ID: cloud.ID,
       TeamID: ctx.dep.TeamID,
-      Provider: cloud.provider,
-      Name: cloud.name,
-      Config: JSON.parse(cloud.config),
+      Provider: cloud.Provider,
+      Name: cloud.Name,
+      Config: cloud.Config,
     },
     {
       joinToken,
@@ -96,10 +94,10 @@ async function provision(ctx: Ctx) {
       name: `svc-${ctx.dep.EnvID.toLowerCase()}`,
     },
   );
-  p(ctx).provision_cloud = cloud.id;
+  p(ctx).provision_cloud = cloud.ID;
   const evidence = {
-    cloud: cloud.id,
-    provider: cloud.provider,
+    cloud: cloud.ID,
+    provider: cloud.Provider,
     ref: machine.ref,
     ip: machine.ip,
     name: machine.name,
