@@ -5,6 +5,7 @@ import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { settledWithin } from '../shared/concurrency.ts';
 import type { Db } from './db/types.ts';
 import { mintJoinToken } from './hosts/join-tokens.ts';
 import { getHostRow } from './hosts/store.ts';
@@ -69,7 +70,7 @@ export async function startDevSidecar(
       if (child.exitCode !== null || child.signalCode !== null) return;
       const gone = new Promise((r) => child.once('exit', r));
       child.kill('SIGTERM');
-      await Promise.race([gone, new Promise((r) => setTimeout(r, 12_000))]);
+      await settledWithin(gone, 12_000);
     },
   };
 }

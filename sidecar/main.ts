@@ -3,6 +3,7 @@
 // outbound stream open until stopped or refused (1008 is fatal and exits non-zero).
 import { mkdirSync } from 'node:fs';
 import type { Capabilities } from '../protocol/commands.ts';
+import { settledWithin } from '../shared/concurrency.ts';
 import { detectCapabilities, VERSION } from './capabilities.ts';
 import type { SidecarContext } from './context.ts';
 import { type ComposeFlavor, detectComposeTool } from './docker/compose-tool.ts';
@@ -130,7 +131,7 @@ export async function runSidecar(opts: SidecarOptions): Promise<number> {
     }
     throw err;
   }
-  await Promise.race([runner.drain(), new Promise((r) => setTimeout(r, 10_000))]);
+  await settledWithin(runner.drain(), 10_000);
   return 0;
 }
 

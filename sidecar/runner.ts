@@ -7,6 +7,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, w
 import { join } from 'node:path';
 import { UNKNOWN_KIND_ERROR } from '../protocol/commands.ts';
 import { type Frame, frame } from '../protocol/frames.ts';
+import { KeyedQueue } from '../shared/concurrency.ts';
 import type { Hold } from './test-hold.ts';
 
 export interface CommandContext {
@@ -33,7 +34,8 @@ export class Runner {
   #dir: string;
   #handlers: Record<string, Handler>;
   #send: (f: Frame) => void;
-  #queues = new Map<string, Promise<void>>();
+  /** One command at a time per environment. */
+  #queue = new KeyedQueue();
   #running = new Map<string, Promise<void>>();
   #hold: Hold | undefined;
 
@@ -62,7 +64,9 @@ export class Runner {
     }
     const inFlight = this.#running.get(id);
     if (inFlight) return inFlight; // the result goes out on whatever stream is current when it ends
-    const run = this.#serial(f.env_id ?? '', () => this.#execute(f)).finally(() => this.#running.delete(id));
+    const run = this.#queue
+      .run(f.env_id ?? '', () => this.#execute(f))
+      .finally(() => this.#running.delete(id));
     this.#running.set(id, run);
     return run;
   }
@@ -162,18 +166,6 @@ export class Runner {
     const tmp = `${this.#path(id)}.tmp`;
     writeFileSync(tmp, JSON.stringify(s), { mode: 0o600 });
     renameSync(tmp, this.#path(id));
-  }
-
-  async #serial(key: string, fn: () => Promise<void>): Promise<void> {
-    if (!key) return fn();
-    const prev = this.#queues.get(key) ?? Promise.resolve();
-    const mine = prev.then(fn, fn);
-    this.#queues.set(key, mine);
-    try {
-      await mine;
-    } finally {
-      if (this.#queues.get(key) === mine) this.#queues.delete(key);
-    }
   }
 
   /** Waits for every running command (graceful stop). */

@@ -1,13 +1,7 @@
 // `templates` (GET /v1/templates) and `init` (writes a template's compose text to a new file).
 import { existsSync, writeFileSync } from 'node:fs';
+import type { TemplateRecord } from '../../protocol/api.ts';
 import { CliError, type Command } from '../command.ts';
-
-interface Template {
-  name: string;
-  kind: string;
-  compose: string;
-  warm?: string[];
-}
 
 /** Single-quotes a word for a POSIX shell. */
 export const quote = (s: string): string => `'${s.replace(/'/g, `'\\''`)}'`;
@@ -44,7 +38,7 @@ export const init: Command = {
     const [want] = ctx.args;
     const out = ctx.flags.out as string;
     if (existsSync(out)) throw exists(out);
-    const r = await ctx.client().json<{ templates: Template[] }>('GET', '/v1/templates');
+    const r = await ctx.client().json<{ templates: TemplateRecord[] }>('GET', '/v1/templates');
     const t = r.templates.find((x) => x.name === want || x.kind === want);
     if (!t) {
       const known = r.templates.map((x) => `${x.name} (${x.kind})`).join(', ');

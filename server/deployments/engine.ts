@@ -3,6 +3,7 @@
 // (spec "Failure rule"): when a phase fails, the phases after it are skipped, the deployment's
 // Error is `<phase>: <message>`, and the verdict runs anyway so the outcome is recorded.
 import { EventEmitter } from 'node:events';
+import { KeyedQueue } from '../../shared/concurrency.ts';
 import { type Db, now } from '../db/types.ts';
 import { getEnv } from '../envs/store.ts';
 import { appendEvent } from '../events/store.ts';
@@ -79,7 +80,8 @@ export class Engine {
   readonly deps: OrchestratorDeps;
   #kinds = new Map<string, KindDef<unknown>>();
   #finished = new EventEmitter();
-  #queues = new Map<string, Promise<void>>();
+  /** One deployment at a time per environment. */
+  #queue = new KeyedQueue();
   #running = new Set<Promise<void>>();
   phaseTimeoutMs = PHASE_TIMEOUT_MS;
   cancelGraceMs = CANCEL_GRACE_MS;
@@ -107,7 +109,9 @@ export class Engine {
     if (!kind) throw new Error(`deployment kind ${d.kind} cannot be started`);
     const created = await insertDeployment(this.db, { ...d, phases: phaseNames(kind) });
     this.#track(
-      this.#serial(created.deployment.EnvID, () => this.#guarded(kind, created.deployment.ID, input, null)),
+      this.#queue.run(created.deployment.EnvID, () =>
+        this.#guarded(kind, created.deployment.ID, input, null),
+      ),
     );
     return created;
   }
@@ -134,14 +138,6 @@ export class Engine {
   #track(p: Promise<void>): void {
     this.#running.add(p);
     void p.finally(() => this.#running.delete(p));
-  }
-
-  async #serial(key: string, fn: () => Promise<void>): Promise<void> {
-    const prev = this.#queues.get(key) ?? Promise.resolve();
-    const mine = prev.then(fn, fn); // fn is #guarded: it never rejects
-    this.#queues.set(key, mine);
-    await mine;
-    if (this.#queues.get(key) === mine) this.#queues.delete(key);
   }
 
   /**
@@ -331,7 +327,7 @@ export class Engine {
         continue;
       }
       await updateDeployment(this.db, r.id, { status: 'running' });
-      this.#track(this.#serial(r.env_id, () => this.#guarded(kind, r.id, null, { failure })));
+      this.#track(this.#queue.run(r.env_id, () => this.#guarded(kind, r.id, null, { failure })));
     }
     return rows.length;
   }
