@@ -41,7 +41,7 @@ export class PhaseFailure extends Error {
   }
 }
 
-export interface RunContext<I> {
+export interface PhaseContext<I> {
   deps: OrchestratorDeps;
   dep: Deployment & { TeamID: string };
   /** Persisted with the deployment after every phase, so a verdict after a restart can read it. */
@@ -65,18 +65,18 @@ export interface Verdict {
 
 export interface PhaseDef<I> {
   name: string;
-  run(ctx: RunContext<I>): Promise<unknown>;
+  run(ctx: PhaseContext<I>): Promise<unknown>;
 }
 
 export interface KindDef<I> {
   kind: NewDeployment['kind'];
   phases: readonly PhaseDef<I>[];
-  verdict(ctx: RunContext<I>, failure: Failure | null): Promise<Verdict>;
+  verdict(ctx: PhaseContext<I>, failure: Failure | null): Promise<Verdict>;
 }
 
 export const phaseNames = (k: KindDef<unknown>): string[] => [...k.phases.map((p) => p.name), 'verdict'];
 
-export class Engine {
+export class DeploymentEngine {
   readonly deps: OrchestratorDeps;
   #kinds = new Map<string, KindDef<unknown>>();
   #finished = new EventEmitter();
@@ -193,7 +193,7 @@ export class Engine {
   ): Promise<void> {
     const dep = await getDeploymentAnyTeam(this.db, id);
     if (!dep) return;
-    const ctx: RunContext<unknown> = {
+    const ctx: PhaseContext<unknown> = {
       deps: this.deps,
       dep,
       params: { ...dep.Params },
@@ -220,7 +220,7 @@ export class Engine {
     await this.#verdict(kind, ctx, phases.length, failure);
   }
 
-  async #phase(ctx: RunContext<unknown>, def: PhaseDef<unknown>, seq: number): Promise<Failure | null> {
+  async #phase(ctx: PhaseContext<unknown>, def: PhaseDef<unknown>, seq: number): Promise<Failure | null> {
     const id = ctx.dep.ID;
     await updatePhase(this.db, id, seq, { status: 'running', startedAt: now() });
     try {
@@ -253,7 +253,7 @@ export class Engine {
 
   async #verdict(
     kind: KindDef<unknown>,
-    ctx: RunContext<unknown>,
+    ctx: PhaseContext<unknown>,
     seq: number,
     failure: Failure | null,
   ): Promise<void> {
@@ -299,7 +299,7 @@ export class Engine {
     if (host?.kind === 'sidecar') await this.deps.hub.waitConnected(env!.HostID, this.recoveryHostWaitMs);
   }
 
-  async #saveParams(ctx: RunContext<unknown>): Promise<void> {
+  async #saveParams(ctx: PhaseContext<unknown>): Promise<void> {
     await updateDeployment(this.db, ctx.dep.ID, { params: ctx.params });
   }
 

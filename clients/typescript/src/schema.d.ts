@@ -613,6 +613,7 @@ export interface paths {
         };
       };
     };
+    /** Destroy the environment */
     delete: {
       parameters: {
         path: {
@@ -715,6 +716,7 @@ export interface paths {
     };
   };
   "/v1/envs/{env}/exec": {
+    /** Run a command in a service of the environment */
     post: {
       parameters: {
         path: {
@@ -761,6 +763,7 @@ export interface paths {
     };
   };
   "/v1/envs/{env}/files": {
+    /** Download a file or directory of a service as a tar archive */
     get: {
       parameters: {
         query: {
@@ -778,6 +781,7 @@ export interface paths {
         };
       };
     };
+    /** Upload a tar archive into a service of the environment */
     put: {
       parameters: {
         query: {
@@ -819,6 +823,7 @@ export interface paths {
     };
   };
   "/v1/envs/{env}/fork": {
+    /** Fork the environment (its current or a named version) into a new one */
     post: {
       parameters: {
         path: {
@@ -889,6 +894,7 @@ export interface paths {
     };
   };
   "/v1/envs/{env}/rollback": {
+    /** Roll the environment back to one of its versions */
     post: {
       parameters: {
         path: {
@@ -958,6 +964,7 @@ export interface paths {
     };
   };
   "/v1/envs/{env}/snapshot": {
+    /** Snapshot the environment into a new version */
     post: {
       parameters: {
         path: {
@@ -1020,6 +1027,7 @@ export interface paths {
     };
   };
   "/v1/envs/{env}/verify": {
+    /** Grade the environment: collect the submission, run the verifier, record the reward */
     post: {
       parameters: {
         path: {
@@ -1551,6 +1559,7 @@ export interface paths {
     };
   };
   "/v1/projects/{project}/deploy": {
+    /** Deploy a compose file to an environment of the project (alpha unless named) */
     post: {
       parameters: {
         path: {
@@ -1848,6 +1857,7 @@ export interface paths {
     };
   };
   "/v1/sandboxes": {
+    /** Start a sandbox (a fork of a version, or an image) and wait until it is healthy */
     post: {
       requestBody: {
         content: {
@@ -1980,6 +1990,7 @@ export interface paths {
     };
   };
   "/v1/targets/{name}/sandboxes": {
+    /** Start a sandbox on the named target (cloud) and wait until it is healthy */
     post: {
       parameters: {
         path: {

@@ -5,7 +5,7 @@ import { snapshotRefusal } from '../../clouds/providers.ts';
 import { listClouds } from '../../clouds/store.ts';
 import { getEnv, getVersion, insertVersion, markVersionHealthy, updateEnv } from '../../envs/store.ts';
 import { appendEvent } from '../../events/store.ts';
-import { type KindDef, PhaseFailure, type RunContext, Skip } from '../engine.ts';
+import { type KindDef, type PhaseContext, PhaseFailure, Skip } from '../engine.ts';
 import { place } from '../placement.ts';
 import { updateDeployment } from '../store.ts';
 import { firstService, removeFromHost, send, targetAfterFailure, targetOf, tookMs } from './common.ts';
@@ -31,7 +31,7 @@ interface DeployParams {
   snapshot_skipped?: boolean;
 }
 
-type Ctx = RunContext<DeployInput>;
+type Ctx = PhaseContext<DeployInput>;
 const p = (ctx: Ctx) => ctx.params as unknown as DeployParams;
 
 async function envOf(ctx: Ctx) {

@@ -1,7 +1,7 @@
 // fork: place, clone, health, verdict. The deployment's EnvID is the NEW environment (created by
 // the request with stage `fork`); the clone runs on the host that holds the source snapshot.
 import { getEnv, getVersion, updateEnv } from '../../envs/store.ts';
-import type { KindDef, RunContext } from '../engine.ts';
+import type { KindDef, PhaseContext } from '../engine.ts';
 import { removeFromHost, send, targetOf, tookMs } from './common.ts';
 
 interface ForkParams {
@@ -11,7 +11,7 @@ interface ForkParams {
   endpoints?: Record<string, string>;
 }
 
-type Ctx = RunContext<unknown>;
+type Ctx = PhaseContext<unknown>;
 const p = (ctx: Ctx) => ctx.params as unknown as ForkParams;
 
 async function sourceVersion(ctx: Ctx) {

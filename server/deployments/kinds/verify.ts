@@ -4,7 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import type { EnvSpec } from '../../../protocol/spec.ts';
 import { getEnv, getVersion, insertEnv, markVersionHealthy, updateEnv } from '../../envs/store.ts';
-import type { KindDef, RunContext } from '../engine.ts';
+import type { KindDef, PhaseContext } from '../engine.ts';
 import { updateDeployment } from '../store.ts';
 import { send, targetAfterFailure, targetOf, tookMs } from './common.ts';
 import { takeSnapshot } from './snapshot.ts';
@@ -17,7 +17,7 @@ interface VerifyParams {
   grade?: { reward: number | null; exit_code: number | null; source: string };
 }
 
-type Ctx = RunContext<unknown>;
+type Ctx = PhaseContext<unknown>;
 const p = (ctx: Ctx) => ctx.params as unknown as VerifyParams;
 
 async function agentEnv(ctx: Ctx) {
