@@ -19,9 +19,9 @@ import {
 } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import tar from 'tar-stream';
+import { MAX_ARCHIVE_BYTES } from '../protocol/commands.ts';
 import { CliError } from './command.ts';
 
-export const MAX_ARCHIVE_BYTES = 32 * 1024 * 1024;
 const BLOCK = 512;
 
 interface LocalEntry {

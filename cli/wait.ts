@@ -2,6 +2,8 @@
 // 700 ms, prints one line per phase as it finishes (name, status, duration, the evidence's key
 // facts), then `deployment <id>: <status>`. On a terminal the running phase is a live spinner line
 // redrawn with a carriage return; on a pipe only the plain lines are written.
+import type { PhaseRecord, StartedBody } from '../protocol/api.ts';
+import { sleep } from '../shared/concurrency.ts';
 import { CliError, type Output } from './command.ts';
 import { type Client, seg } from './http.ts';
 
@@ -12,28 +14,8 @@ const FINAL_PHASE = new Set(['ok', 'failed', 'skipped']);
 const FINAL_DEPLOYMENT = new Set(['succeeded', 'failed', 'rolled_back']);
 const VALUE_CHARS = 60;
 
-export interface Phase {
-  Seq: number;
-  Name: string;
-  Status: string;
-  Evidence: Record<string, unknown> | null;
-  Error: string;
-  StartedAt: string | null;
-  FinishedAt: string | null;
-}
-export interface Deployment {
-  ID: string;
-  EnvID: string;
-  Kind: string;
-  Status: string;
-  VersionID: string;
-  Error: string;
-  FinishedAt?: string | null;
-}
-export interface DeploymentView {
-  deployment: Deployment;
-  phases: Phase[];
-}
+/** What GET /v1/deployments/{id} answers (protocol/api.ts). */
+type DeploymentView = StartedBody;
 
 export function formatDuration(ms: number): string {
   if (ms < 1000) return `${Math.max(0, Math.round(ms))}ms`;
@@ -65,7 +47,7 @@ export function evidenceFacts(evidence: Record<string, unknown> | null): string 
     .join(' ');
 }
 
-export function phaseLine(p: Phase): string {
+export function phaseLine(p: PhaseRecord): string {
   const timed = p.StartedAt && p.FinishedAt && p.Status !== 'skipped';
   const took = timed
     ? formatDuration(Date.parse(p.FinishedAt as string) - Date.parse(p.StartedAt as string))
@@ -129,8 +111,6 @@ class Spinner {
     this.clear();
   }
 }
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** One poll; once the deployment is known, a failure says the deployment itself goes on. */
 async function poll(client: Client, id: string, started: boolean): Promise<DeploymentView> {

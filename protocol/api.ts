@@ -168,6 +168,7 @@ export type MeBody = Static<typeof Me>;
 export type DeviceCodeBody = Static<typeof DeviceCode>;
 export type DeviceTokenBody = Static<typeof DeviceToken>;
 export type ExecBody = Static<typeof ExecResult>;
+export type TemplateRecord = Static<typeof Template>;
 
 const list = <K extends string>(key: K, item: TSchema) => Type.Object({ [key]: Type.Array(item) });
 

@@ -30,12 +30,6 @@ export interface HelloPayload {
   capabilities: Partial<Capabilities>;
 }
 
-/** The control plane's answer to a first join: the identity the sidecar must persist. */
-export interface HelloReply {
-  host_id: string;
-  secret: string;
-}
-
 export class FrameError extends Error {}
 
 const STRING_FIELDS = ['host_id', 'command_id', 'kind', 'env_id', 'error', 'message', 'sent_at'] as const;

@@ -3,7 +3,7 @@
 import type { SecretBox } from './clouds/secret-box.ts';
 import type { Config } from './config/config.ts';
 import type { Db } from './db/types.ts';
-import type { Engine } from './deployments/engine.ts';
+import type { DeploymentEngine } from './deployments/engine.ts';
 import type { Blobs } from './hosts/blobs.ts';
 import type { Dispatcher } from './hosts/dispatcher.ts';
 import type { Authenticator } from './identity/auth.ts';
@@ -20,7 +20,7 @@ export interface AppContext {
   auth: Authenticator;
   hub: HostConnectivity;
   dispatcher: Dispatcher;
-  engine: Engine;
+  engine: DeploymentEngine;
   blobs: Blobs;
   /** Seals and opens provider tokens (AES-GCM at rest). */
   secrets: SecretBox;

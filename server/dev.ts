@@ -5,8 +5,11 @@ import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { settledWithin } from '../shared/concurrency.ts';
 import type { Db } from './db/types.ts';
 import { mintJoinToken } from './hosts/join-tokens.ts';
+import { getHostRow } from './hosts/store.ts';
+import { firstTeam } from './identity/store.ts';
 
 const SVCD = fileURLToPath(new URL('../programs/svcd.ts', import.meta.url));
 
@@ -27,7 +30,7 @@ async function knownState(db: Db, statePath: string): Promise<boolean> {
   if (!existsSync(statePath)) return false;
   try {
     const { host_id } = JSON.parse(readFileSync(statePath, 'utf8')) as { host_id: string };
-    if (await db.get('SELECT id FROM hosts WHERE id = ?', [host_id])) return true;
+    if (await getHostRow(db, host_id)) return true;
   } catch {}
   rmSync(statePath, { force: true });
   return false;
@@ -48,9 +51,9 @@ export async function startDevSidecar(
   const state = join(dir, 'dev-host.json');
   const args = ['--state', state, '--data', join(dir, 'data'), '--server', url];
   if (!(await knownState(db, state))) {
-    const team = await db.get<{ id: string }>('SELECT id FROM teams ORDER BY created_at, id LIMIT 1');
+    const team = await firstTeam(db);
     if (!team) throw new Error('--dev: no team to join the local host to');
-    args.push('--token', (await mintJoinToken(db, team.id)).token);
+    args.push('--token', (await mintJoinToken(db, team.ID)).token);
   }
   const child: ChildProcess = spawn(process.execPath, [SVCD, 'join', ...args], {
     stdio: ['ignore', 'inherit', 'inherit'],
@@ -68,7 +71,7 @@ export async function startDevSidecar(
       if (child.exitCode !== null || child.signalCode !== null) return;
       const gone = new Promise((r) => child.once('exit', r));
       child.kill('SIGTERM');
-      await Promise.race([gone, new Promise((r) => setTimeout(r, 12_000))]);
+      await settledWithin(gone, 12_000);
     },
   };
 }

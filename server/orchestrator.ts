@@ -4,7 +4,7 @@ import type { Server } from 'node:http';
 import type { Config } from './config/config.ts';
 import type { Db } from './db/types.ts';
 import type { EngineLogger, OrchestratorDeps, Provisioner } from './deployments/deps.ts';
-import { Engine } from './deployments/engine.ts';
+import { DeploymentEngine } from './deployments/engine.ts';
 import { KINDS } from './deployments/kinds/index.ts';
 import { lateResult } from './deployments/late-results.ts';
 import { Blobs } from './hosts/blobs.ts';
@@ -28,7 +28,7 @@ export interface OrchestratorOptions {
 export interface Orchestrator {
   hub: Hub;
   dispatcher: Dispatcher;
-  engine: Engine;
+  engine: DeploymentEngine;
   blobs: Blobs;
   /** Ends what a previous process left running, then accepts host streams on `server`. */
   start(server: Server): Promise<{ recovered: number; failedCommands: number }>;
@@ -66,7 +66,7 @@ export function createOrchestrator(
     void lateResult(deps, hostId, f).catch((err) =>
       log.warn({ host: hostId, err: (err as Error).message }, 'cleaning up after a late result failed'),
     );
-  const engine = new Engine(deps, KINDS);
+  const engine = new DeploymentEngine(deps, KINDS);
   return {
     hub,
     dispatcher,

@@ -13,6 +13,7 @@ import {
   parseFrame,
   STREAM_PATH,
 } from '../protocol/frames.ts';
+import { backoff as expBackoff, sleep } from '../shared/concurrency.ts';
 
 export class Refused extends Error {}
 
@@ -36,7 +37,8 @@ export class Link {
   #ws: WebSocket | null = null;
   #attempt = 0;
   #stop = false;
-  #wake: (() => void) | null = null;
+  /** Aborted by stop(): ends a reconnect wait at once. */
+  #stopped = new AbortController();
 
   constructor(o: LinkOptions) {
     this.#o = o;
@@ -62,13 +64,7 @@ export class Link {
       this.#o.log(
         `stream closed (${outcome.code} ${outcome.reason}); reconnecting in ${(delay / 1000).toFixed(1)} s`,
       );
-      await new Promise<void>((r) => {
-        const t = setTimeout(r, delay);
-        this.#wake = () => {
-          clearTimeout(t);
-          r();
-        };
-      });
+      await sleep(delay, this.#stopped.signal);
     }
     this.state = 'stopped';
   }
@@ -123,7 +119,7 @@ export class Link {
   stop(): void {
     this.#stop = true;
     this.#ws?.close(1000, 'sidecar stopping');
-    this.#wake?.();
+    this.#stopped.abort();
   }
 }
 
@@ -131,7 +127,5 @@ export class Link {
  * 1 s, 2 s, 4 s ... capped at 30 s, each with up to 25% jitter so a fleet does not reconnect in
  * step; the jitter only adds, so no wait is under the spec's 1 s floor or over its 30 s cap.
  */
-export function backoff(attempt: number): number {
-  const base = Math.min(30_000, 1000 * 2 ** Math.min(attempt, 5));
-  return Math.min(30_000, Math.round(base * (1 + Math.random() * 0.25)));
-}
+export const backoff = (attempt: number): number =>
+  expBackoff(attempt, { baseMs: 1000, capMs: 30_000, jitter: 0.25 });

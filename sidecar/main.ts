@@ -4,6 +4,7 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Capabilities } from '../protocol/commands.ts';
+import { settledWithin } from '../shared/concurrency.ts';
 import { detectCapabilities, VERSION } from './capabilities.ts';
 import type { SidecarContext } from './context.ts';
 import { type ComposeFlavor, detectComposeTool } from './docker/compose-tool.ts';
@@ -12,7 +13,7 @@ import { subnetAllocatorFromEnv } from './docker/subnets.ts';
 import { handlers, undoInterrupted } from './handlers/index.ts';
 import { install } from './install.ts';
 import { Link, Refused } from './link.ts';
-import { defaultDataDir, parseOptions, type SidecarOptions, UsageError } from './options.ts';
+import { defaultDataDir, OptionsError, parseOptions, type SidecarOptions } from './options.ts';
 import { Runner } from './runner.ts';
 import { PROBE_VERB, probeCommand, runProbeVerb } from './sea.ts';
 import { type HostState, loadState, saveState } from './state.ts';
@@ -61,10 +62,10 @@ function watchParent(stop: () => void): void {
 export async function runSidecar(opts: SidecarOptions): Promise<number> {
   const saved = loadState(opts.statePath);
   if (opts.verb === 'run' && !saved)
-    throw new UsageError(`no saved identity at ${opts.statePath}: run svcd join first`);
+    throw new OptionsError(`no saved identity at ${opts.statePath}: run svcd join first`);
   const { server, dataDir, zfsPool } = resolve(opts, saved);
-  if (!server) throw new UsageError('no server: pass --server (or SVC_SERVER)');
-  if (!saved && !opts.token) throw new UsageError('the first join needs --token (or SVC_JOIN_TOKEN)');
+  if (!server) throw new OptionsError('no server: pass --server (or SVC_SERVER)');
+  if (!saved && !opts.token) throw new OptionsError('the first join needs --token (or SVC_JOIN_TOKEN)');
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const xfsLoop = process.env.SVC_XFS_LOOP === 'auto';
   const storage = await openStorage({ dataDir, zfsPool: zfsPool || undefined, xfsLoop, log });
@@ -135,7 +136,7 @@ export async function runSidecar(opts: SidecarOptions): Promise<number> {
     }
     throw err;
   }
-  await Promise.race([runner.drain(), new Promise((r) => setTimeout(r, 10_000))]);
+  await settledWithin(runner.drain(), 10_000);
   return 0;
 }
 
@@ -155,6 +156,6 @@ export async function main(argv: string[]): Promise<void> {
     process.exit(await runSidecar(opts));
   } catch (err) {
     log((err as Error).message);
-    process.exitCode = err instanceof UsageError ? 2 : 1;
+    process.exitCode = err instanceof OptionsError ? 2 : 1;
   }
 }

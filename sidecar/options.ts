@@ -19,7 +19,7 @@ export interface SidecarOptions {
   explicit: { server: boolean; data: boolean; zfsPool: boolean };
 }
 
-export class UsageError extends Error {}
+export class OptionsError extends Error {}
 
 export const USAGE = `usage:
   svcd join --server URL --token T [--state FILE] [--data DIR] [--zfs-pool POOL] [--env-file FILE]
@@ -39,7 +39,7 @@ export function parseEnvFile(text: string, file: string): Record<string, string>
     const line = raw.trim();
     if (!line || line.startsWith('#')) continue;
     const m = /^(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*)$/.exec(line);
-    if (!m) throw new UsageError(`${file}:${i + 1}: expected KEY=VALUE`);
+    if (!m) throw new OptionsError(`${file}:${i + 1}: expected KEY=VALUE`);
     out[m[1]] = m[2].replace(/^(['"])(.*)\1$/, '$2');
   }
   return out;
@@ -50,17 +50,18 @@ function checkServer(url: string): string {
   try {
     u = new URL(url);
   } catch {
-    throw new UsageError(`--server: '${url}' is not a URL`);
+    throw new OptionsError(`--server: '${url}' is not a URL`);
   }
   if (u.protocol !== 'http:' && u.protocol !== 'https:')
-    throw new UsageError('--server must be http:// or https://');
+    throw new OptionsError('--server must be http:// or https://');
   return url.replace(/\/+$/, '');
 }
 
 export function parseOptions(argv: string[], env: NodeJS.ProcessEnv = process.env): SidecarOptions {
   const [verb, ...rest] = argv;
-  if (!verb || verb === '--help' || verb === '-h' || verb === 'help') throw new UsageError(USAGE);
-  if (!(VERBS as readonly string[]).includes(verb)) throw new UsageError(`unknown verb '${verb}'\n${USAGE}`);
+  if (!verb || verb === '--help' || verb === '-h' || verb === 'help') throw new OptionsError(USAGE);
+  if (!(VERBS as readonly string[]).includes(verb))
+    throw new OptionsError(`unknown verb '${verb}'\n${USAGE}`);
   let values: Record<string, string | undefined>;
   try {
     ({ values } = parseArgs({
@@ -77,7 +78,7 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv = process.en
       allowPositionals: false,
     }) as { values: Record<string, string | undefined> });
   } catch (err) {
-    throw new UsageError(`${(err as Error).message}\n${USAGE}`);
+    throw new OptionsError(`${(err as Error).message}\n${USAGE}`);
   }
   const fileEnv = values['env-file']
     ? parseEnvFile(readFileSync(values['env-file'], 'utf8'), values['env-file'])
@@ -99,8 +100,8 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv = process.en
     },
   };
   if ((opts.verb === 'join' || opts.verb === 'install') && !opts.server)
-    throw new UsageError(`${verb} needs --server (or SVC_SERVER)`);
+    throw new OptionsError(`${verb} needs --server (or SVC_SERVER)`);
   if (opts.verb === 'install' && !opts.token)
-    throw new UsageError('install needs --token (or SVC_JOIN_TOKEN)');
+    throw new OptionsError('install needs --token (or SVC_JOIN_TOKEN)');
   return opts;
 }

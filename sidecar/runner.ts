@@ -17,6 +17,7 @@ import { readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { UNKNOWN_KIND_ERROR } from '../protocol/commands.ts';
 import { type Frame, frame } from '../protocol/frames.ts';
+import { KeyedQueue } from '../shared/concurrency.ts';
 import type { Hold } from './test-hold.ts';
 
 export interface CommandContext {
@@ -60,7 +61,8 @@ export class Runner {
   #dir: string;
   #handlers: Record<string, Handler>;
   #send: (f: Frame) => void;
-  #queues = new Map<string, Promise<void>>();
+  /** One command at a time per environment. */
+  #queue = new KeyedQueue();
   #running = new Map<string, Promise<void>>();
   #hold: Hold | undefined;
 
@@ -92,7 +94,9 @@ export class Runner {
     }
     const inFlight = this.#running.get(id);
     if (inFlight) return inFlight; // the result goes out on whatever stream is current when it ends
-    const run = this.#serial(f.env_id ?? '', () => this.#execute(f)).finally(() => this.#running.delete(id));
+    const run = this.#queue
+      .run(f.env_id ?? '', () => this.#execute(f))
+      .finally(() => this.#running.delete(id));
     this.#running.set(id, run);
     return run;
   }
@@ -194,18 +198,6 @@ export class Runner {
     renameSync(tmp, this.#path(id));
     if (s.env_id && SAFE_ID.test(s.env_id) && s.kind !== 'env.destroy')
       appendFileSync(byEnv(this.#dataDir, s.env_id), `${id}\n`, { mode: 0o600 });
-  }
-
-  async #serial(key: string, fn: () => Promise<void>): Promise<void> {
-    if (!key) return fn();
-    const prev = this.#queues.get(key) ?? Promise.resolve();
-    const mine = prev.then(fn, fn);
-    this.#queues.set(key, mine);
-    try {
-      await mine;
-    } finally {
-      if (this.#queues.get(key) === mine) this.#queues.delete(key);
-    }
   }
 
   /** Waits for every running command (graceful stop). */

@@ -1,5 +1,7 @@
 // `login` (the device flow: code, approval in the browser, poll for the key) and `whoami`.
 import { spawn } from 'node:child_process';
+import type { DeviceCodeBody, DeviceTokenBody } from '../../protocol/api.ts';
+import { sleep } from '../../shared/concurrency.ts';
 import { CliError, type Command, type Output } from '../command.ts';
 import { configPath, DEFAULT_SERVER, normaliseServer, readConfigFile, writeConfigFile } from '../config.ts';
 import { Client, HttpError } from '../http.ts';
@@ -7,19 +9,6 @@ import { simple } from './simple.ts';
 
 export const LOGIN_LIMIT_MS = 15 * 60 * 1000;
 const DEFAULT_INTERVAL_SEC = 5;
-
-interface DeviceCode {
-  device_code: string;
-  user_code: string;
-  verification_uri: string;
-  verification_uri_complete: string;
-  expires_in: number;
-  interval: number;
-}
-interface Issued {
-  api_key: string;
-  team: { ID: string; Name: string };
-}
 
 /** Failure to open a browser is not an error: the URL is printed anyway. */
 function openBrowser(url: string): void {
@@ -32,8 +21,6 @@ function openBrowser(url: string): void {
     // no opener on this machine
   }
 }
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** `--server`, else SVC_SERVER, else the file's server (a broken file is being replaced), else the default. */
 function loginServer(
@@ -52,7 +39,7 @@ function loginServer(
   return normaliseServer(fileServer || DEFAULT_SERVER);
 }
 
-async function pollForKey(client: Client, code: DeviceCode): Promise<Issued> {
+async function pollForKey(client: Client, code: DeviceCodeBody): Promise<DeviceTokenBody> {
   let interval = Number.isFinite(code.interval) && code.interval > 0 ? code.interval : DEFAULT_INTERVAL_SEC;
   const expires =
     Number.isFinite(code.expires_in) && code.expires_in > 0 ? code.expires_in * 1000 : LOGIN_LIMIT_MS;
@@ -62,7 +49,7 @@ async function pollForKey(client: Client, code: DeviceCode): Promise<Issued> {
     if (Date.now() > deadline)
       throw new CliError('login timed out: the code was not approved within 15 minutes; run svc login again');
     try {
-      return await client.json<Issued>('POST', '/v1/device/token', {
+      return await client.json<DeviceTokenBody>('POST', '/v1/device/token', {
         json: { device_code: code.device_code },
         auth: false,
       });
@@ -81,7 +68,7 @@ async function pollForKey(client: Client, code: DeviceCode): Promise<Issued> {
   }
 }
 
-function announce(io: Output, code: DeviceCode): void {
+function announce(io: Output, code: DeviceCodeBody): void {
   io.out(`To sign in, open ${code.verification_uri} and enter the code ${code.user_code}\n`);
   io.out(`(direct link: ${code.verification_uri_complete})\n`);
   io.out('Waiting for approval...\n');
@@ -111,7 +98,7 @@ export const login: Command = {
     const path = configPath(ctx.env);
     const server = loginServer(ctx.flags.server as string | undefined, ctx.env, path);
     const client = new Client(server, undefined);
-    const code = await client.json<DeviceCode>('POST', '/v1/device/code', { auth: false });
+    const code = await client.json<DeviceCodeBody>('POST', '/v1/device/code', { auth: false });
     announce(ctx.io, code);
     if (ctx.flags['no-browser'] !== true) openBrowser(code.verification_uri_complete);
     const issued = await pollForKey(client, code);

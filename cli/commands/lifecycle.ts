@@ -2,6 +2,7 @@
 // default watches the deployment to its end (wait.ts); `--wait=false` prints the 202 answer.
 import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
+import type { StartedBody } from '../../protocol/api.ts';
 import {
   CliError,
   type Command,
@@ -24,11 +25,7 @@ export const WAIT: FlagSpec = {
 
 async function start(ctx: RunContext, path: string, json?: unknown): Promise<number> {
   const client = ctx.client();
-  const r = await client.json<{ deployment: { ID: string } }>(
-    'POST',
-    path,
-    json === undefined ? {} : { json },
-  );
+  const r = await client.json<StartedBody>('POST', path, json === undefined ? {} : { json });
   if (ctx.flags.wait === false) {
     ctx.io.json(r);
     return 0;

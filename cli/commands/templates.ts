@@ -1,15 +1,9 @@
 // `templates` (GET /v1/templates) and `init` (writes a template's compose text to a new file).
 import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import type { TemplateRecord } from '../../protocol/api.ts';
 import { CliError, type Command } from '../command.ts';
 import { harborCompose } from '../harbor.ts';
-
-interface Template {
-  name: string;
-  kind: string;
-  compose: string;
-  warm?: string[];
-}
 
 /** Single-quotes a word for a POSIX shell. */
 export const quote = (s: string): string => `'${s.replace(/'/g, `'\\''`)}'`;
@@ -54,7 +48,7 @@ export const init: Command = {
     if (!want) throw new CliError('init needs a kind or template name (or --from-harbor DIR)');
     const out = ctx.flags.out as string;
     if (existsSync(out)) throw exists(out);
-    const r = await ctx.client().json<{ templates: Template[] }>('GET', '/v1/templates');
+    const r = await ctx.client().json<{ templates: TemplateRecord[] }>('GET', '/v1/templates');
     const t = r.templates.find((x) => x.name === want || x.kind === want);
     if (!t) {
       const known = r.templates.map((x) => `${x.name} (${x.kind})`).join(', ');

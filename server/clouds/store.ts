@@ -72,6 +72,15 @@ export async function findCloudByName(
   return r && cloudOf(r);
 }
 
+/** A target reference: the cloud's name or id; the oldest when several match. */
+export async function findCloudByRef(q: Queryable, teamId: string, ref: string): Promise<Cloud | undefined> {
+  const r = await q.get<Row>(
+    'SELECT * FROM clouds WHERE team_id = ? AND (name = ? OR id = ?) ORDER BY created_at LIMIT 1',
+    [teamId, ref, ref],
+  );
+  return r && cloudOf(r);
+}
+
 /** Unmasked, oldest first. */
 export async function listClouds(q: Queryable, teamId: string): Promise<Cloud[]> {
   const rows = await q.all<Row>('SELECT * FROM clouds WHERE team_id = ? ORDER BY created_at, id', [teamId]);

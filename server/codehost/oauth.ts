@@ -6,7 +6,7 @@ import { randomBytes } from 'node:crypto';
 import type { Config } from '../config/config.ts';
 import type { Db } from '../db/types.ts';
 import { BadRequest, Upstream } from '../errors.ts';
-import { signInWithCodehost } from '../identity/users.ts';
+import { signInWithCodehost } from '../identity/user-store.ts';
 import { consoleUrl, requireSignIn } from './codehost.ts';
 import { call, type GitHub } from './github.ts';
 

@@ -5,12 +5,12 @@
 // checks is tolerated: the app may lack Checks: write).
 import type { Config } from '../config/config.ts';
 import type { Db } from '../db/types.ts';
-import type { Engine } from '../deployments/engine.ts';
+import type { DeploymentEngine } from '../deployments/engine.ts';
 import { deploySpec, parseSpec, type Started } from '../envs/lifecycle.ts';
 import { Conflict, NotFound } from '../errors.ts';
 import { appendEvent } from '../events/store.ts';
 import { requireProject } from '../projects/projects.ts';
-import { getSource, type ProjectSource, setLastDeployedSha } from '../projects/sources.ts';
+import { getSource, type ProjectSource, setLastDeployedSha } from '../projects/source-store.ts';
 import { consoleUrl, requireApp } from './codehost.ts';
 import { type GitHub, HttpFailure } from './github.ts';
 import { concludeCheckRun, getInstallation, saveCheckRun } from './store.ts';
@@ -22,7 +22,7 @@ const CHECK_WAIT_MS = 3 * 60 * 60 * 1000;
 
 export interface CodehostDeps {
   db: Db;
-  engine: Engine;
+  engine: DeploymentEngine;
   config: Config;
   github: GitHub;
   log: { warn(obj: object, msg: string): void };

@@ -6,7 +6,7 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { findEnvByName } from '../envs/store.ts';
 import { BadRequest, NotConfigured, Unauthorized } from '../errors.ts';
-import { projectsWithRepo } from '../projects/sources.ts';
+import { projectsWithRepo } from '../projects/source-store.ts';
 import { requireApp, WEBHOOK_OFF } from './codehost.ts';
 import { branchEnv, type CodehostDeps, deployCommit, PROVIDER } from './push.ts';
 import {

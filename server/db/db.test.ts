@@ -5,7 +5,7 @@ import { migrate } from './migrate.ts';
 import { openDb } from './open.ts';
 import { toPgPlaceholders } from './postgres.ts';
 import { MIGRATIONS } from './schema.ts';
-import type { Db } from './types.ts';
+import { type Db, isUniqueViolation } from './types.ts';
 
 test('placeholders are rewritten outside quotes only', () => {
   assert.equal(toPgPlaceholders('SELECT ? , \'?\' , "a?" , ?'), 'SELECT $1 , \'?\' , "a?" , $2');
@@ -59,6 +59,19 @@ forEachDialect('query layer', (dialect) => {
       rows.map((r) => r.id),
       ['t1'],
     );
+  });
+
+  test('a duplicate key is recognised by its error code, a different failure is not', async () => {
+    await db.run('INSERT INTO teams (id, name, created_at) VALUES (?, ?, ?)', ['tu', 'u', 'x']);
+    const dup = await db
+      .run('INSERT INTO teams (id, name, created_at) VALUES (?, ?, ?)', ['tu', 'again', 'x'])
+      .catch((e: unknown) => e);
+    assert.equal(isUniqueViolation(dup), true);
+    const other = await db.run('INSERT INTO no_such_table (x) VALUES (1)').catch((e: unknown) => e);
+    assert.ok(other instanceof Error);
+    assert.equal(isUniqueViolation(other), false);
+    // The message alone proves nothing: only the code does.
+    assert.equal(isUniqueViolation(new Error('UNIQUE constraint failed: teams.id')), false);
   });
 
   // node:sqlite is synchronous, so its transaction lock is ours to get right (Postgres isolates

@@ -2,7 +2,7 @@
 import pg from 'pg';
 import type { Db, Dialect, Param, Queryable } from './types.ts';
 
-const DIALECT: Dialect = { name: 'postgres', serial: 'BIGSERIAL PRIMARY KEY' };
+const DIALECT: Dialect = { name: 'postgres' };
 
 const rewritten = new Map<string, string>();
 

@@ -4,7 +4,7 @@
 import { DatabaseSync, type StatementSync } from 'node:sqlite';
 import type { Db, Dialect, Param, Queryable } from './types.ts';
 
-const DIALECT: Dialect = { name: 'sqlite', serial: 'INTEGER PRIMARY KEY AUTOINCREMENT' };
+const DIALECT: Dialect = { name: 'sqlite' };
 
 export class SqliteDb implements Db {
   readonly dialect = DIALECT;

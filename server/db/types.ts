@@ -6,8 +6,6 @@ export type Param = string | number | bigint | null;
 
 export interface Dialect {
   name: 'sqlite' | 'postgres';
-  /** DDL type for an auto-incrementing integer key. */
-  serial: string;
 }
 
 export interface Queryable {
@@ -63,11 +61,15 @@ export async function updateColumns(
 }
 
 /** True for a UNIQUE/PRIMARY KEY conflict in either dialect (SQLite message, Postgres 23505). */
+/** SQLite extended result codes (node:sqlite puts them in `errcode`): UNIQUE and PRIMARY KEY. */
+const SQLITE_CONSTRAINT_UNIQUE = 2067;
+const SQLITE_CONSTRAINT_PRIMARYKEY = 1555;
+/** Postgres SQLSTATE (pg puts it in `code`): unique_violation. */
+const PG_UNIQUE_VIOLATION = '23505';
+
 export function isUniqueViolation(err: unknown): boolean {
-  const e = err as { code?: unknown; message?: unknown } | null;
+  const e = err as { code?: unknown; errcode?: unknown } | null;
   if (!e) return false;
-  if (e.code === '23505') return true;
-  return (
-    typeof e.message === 'string' && /UNIQUE constraint failed|PRIMARY KEY constraint failed/.test(e.message)
-  );
+  if (e.code === PG_UNIQUE_VIOLATION) return true;
+  return e.errcode === SQLITE_CONSTRAINT_UNIQUE || e.errcode === SQLITE_CONSTRAINT_PRIMARYKEY;
 }

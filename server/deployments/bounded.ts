@@ -1,5 +1,7 @@
 // A phase's time limit (spec "Failure rule" 4): at the limit the phase is cancelled, not just
 // no longer waited for.
+import { deadline, settledWithin, untilAborted } from '../../shared/concurrency.ts';
+
 /** How long a phase cancelled at its time limit gets to stop before the engine goes on without it. */
 export const CANCEL_GRACE_MS = 10_000;
 
@@ -17,30 +19,15 @@ export async function bounded<T>(
   what: string,
   graceMs: number,
 ): Promise<T> {
-  const ac = new AbortController();
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => {
-      const err = new Error(`${what} timed out after ${duration(ms)}`);
-      ac.abort(err);
-      reject(err);
-    }, ms);
-  });
-  const running = work(ac.signal);
+  const limit = deadline(ms, () => new Error(`${what} timed out after ${duration(ms)}`));
+  const running = work(limit.signal);
   try {
-    return await Promise.race([running, timeout]);
+    return await untilAborted(running, limit.signal);
   } catch (err) {
-    if (!ac.signal.aborted) throw err;
-    let grace: NodeJS.Timeout | undefined;
-    await Promise.race([
-      running.catch(() => {}),
-      new Promise((r) => {
-        grace = setTimeout(r, graceMs);
-      }),
-    ]);
-    clearTimeout(grace);
-    throw ac.signal.reason;
+    if (!limit.signal.aborted) throw err;
+    await settledWithin(running, graceMs);
+    throw limit.signal.reason;
   } finally {
-    clearTimeout(timer);
+    limit.clear();
   }
 }

@@ -12,7 +12,7 @@ import type { Db, Param } from '../db/types.ts';
 import { listEvents } from '../events/store.ts';
 import { Dispatcher } from '../hosts/dispatcher.ts';
 import type { OrchestratorDeps } from './deps.ts';
-import { Engine, type KindDef } from './engine.ts';
+import { DeploymentEngine, type KindDef } from './engine.ts';
 import { getDeploymentAnyTeam, listPhases } from './store.ts';
 
 const TEAM = 'team_t';
@@ -54,7 +54,7 @@ describe('engine: no failure is lost', () => {
   const logged: { level: string; msg: string; obj: object }[] = [];
   const written: Frame[] = [];
   let dispatcher: Dispatcher;
-  let engine: Engine;
+  let engine: DeploymentEngine;
   let phaseStopped = false;
 
   const kind: KindDef<unknown> = {
@@ -110,7 +110,7 @@ describe('engine: no failure is lost', () => {
       sidecarUrl: 'http://127.0.0.1:1/svcd',
       joinWaitMs: 0,
     };
-    engine = new Engine(deps, [kind as KindDef<never>]);
+    engine = new DeploymentEngine(deps, [kind as KindDef<never>]);
   });
   after(async () => {
     await db.close();

@@ -4,9 +4,12 @@
 // Error is `<phase>: <message>`, and the verdict runs anyway so the outcome is recorded.
 
 import { EventEmitter } from 'node:events';
-import { type Db, json, now } from '../db/types.ts';
+import { KeyedQueue } from '../../shared/concurrency.ts';
+import { type Db, now } from '../db/types.ts';
+import { getEnv } from '../envs/store.ts';
 import { appendEvent } from '../events/store.ts';
 import { PHASE_TIMEOUT_MS } from '../hosts/dispatcher.ts';
+import { getHostRow } from '../hosts/store.ts';
 import { type PhaseFinished, phaseFinished } from '../metrics/channels.ts';
 import { bounded, CANCEL_GRACE_MS } from './bounded.ts';
 import type { OrchestratorDeps } from './deps.ts';
@@ -16,6 +19,7 @@ import {
   getDeploymentAnyTeam,
   insertDeployment,
   listPhases,
+  listUnfinishedDeployments,
   type NewDeployment,
   type Phase,
   updateDeployment,
@@ -39,7 +43,7 @@ export class PhaseFailure extends Error {
   }
 }
 
-export interface RunContext<I> {
+export interface PhaseContext<I> {
   deps: OrchestratorDeps;
   dep: Deployment & { TeamID: string };
   /** Persisted with the deployment after every phase, so a verdict after a restart can read it. */
@@ -63,22 +67,23 @@ export interface Verdict {
 
 export interface PhaseDef<I> {
   name: string;
-  run(ctx: RunContext<I>): Promise<unknown>;
+  run(ctx: PhaseContext<I>): Promise<unknown>;
 }
 
 export interface KindDef<I> {
   kind: NewDeployment['kind'];
   phases: readonly PhaseDef<I>[];
-  verdict(ctx: RunContext<I>, failure: Failure | null): Promise<Verdict>;
+  verdict(ctx: PhaseContext<I>, failure: Failure | null): Promise<Verdict>;
 }
 
 export const phaseNames = (k: KindDef<unknown>): string[] => [...k.phases.map((p) => p.name), 'verdict'];
 
-export class Engine {
+export class DeploymentEngine {
   readonly deps: OrchestratorDeps;
   #kinds = new Map<string, KindDef<unknown>>();
   #finished = new EventEmitter();
-  #queues = new Map<string, Promise<void>>();
+  /** One deployment at a time per environment. */
+  #queue = new KeyedQueue();
   #running = new Set<Promise<void>>();
   phaseTimeoutMs = PHASE_TIMEOUT_MS;
   cancelGraceMs = CANCEL_GRACE_MS;
@@ -106,7 +111,9 @@ export class Engine {
     if (!kind) throw new Error(`deployment kind ${d.kind} cannot be started`);
     const created = await insertDeployment(this.db, { ...d, phases: phaseNames(kind) });
     this.#track(
-      this.#serial(created.deployment.EnvID, () => this.#guarded(kind, created.deployment.ID, input, null)),
+      this.#queue.run(created.deployment.EnvID, () =>
+        this.#guarded(kind, created.deployment.ID, input, null),
+      ),
     );
     return created;
   }
@@ -133,14 +140,6 @@ export class Engine {
   #track(p: Promise<void>): void {
     this.#running.add(p);
     void p.finally(() => this.#running.delete(p));
-  }
-
-  async #serial(key: string, fn: () => Promise<void>): Promise<void> {
-    const prev = this.#queues.get(key) ?? Promise.resolve();
-    const mine = prev.then(fn, fn); // fn is #guarded: it never rejects
-    this.#queues.set(key, mine);
-    await mine;
-    if (this.#queues.get(key) === mine) this.#queues.delete(key);
   }
 
   /**
@@ -196,7 +195,7 @@ export class Engine {
   ): Promise<void> {
     const dep = await getDeploymentAnyTeam(this.db, id);
     if (!dep) return;
-    const ctx: RunContext<unknown> = {
+    const ctx: PhaseContext<unknown> = {
       deps: this.deps,
       dep,
       params: { ...dep.Params },
@@ -223,7 +222,7 @@ export class Engine {
     await this.#verdict(kind, ctx, phases.length, failure);
   }
 
-  async #phase(ctx: RunContext<unknown>, def: PhaseDef<unknown>, seq: number): Promise<Failure | null> {
+  async #phase(ctx: PhaseContext<unknown>, def: PhaseDef<unknown>, seq: number): Promise<Failure | null> {
     const id = ctx.dep.ID;
     const t0 = Date.now();
     let status: PhaseFinished['status'] = 'failed';
@@ -260,7 +259,7 @@ export class Engine {
 
   async #verdict(
     kind: KindDef<unknown>,
-    ctx: RunContext<unknown>,
+    ctx: PhaseContext<unknown>,
     seq: number,
     failure: Failure | null,
   ): Promise<void> {
@@ -301,17 +300,13 @@ export class Engine {
    * after a control-plane restart sidecars take a few seconds to reconnect: give them that time.
    */
   async #hostBack(dep: Deployment & { TeamID: string }): Promise<void> {
-    const env = await this.db.get<{ host_id: string }>('SELECT host_id FROM environments WHERE id = ?', [
-      dep.EnvID,
-    ]);
-    const host = env?.host_id
-      ? await this.db.get<{ kind: string }>('SELECT kind FROM hosts WHERE id = ?', [env.host_id])
-      : undefined;
-    if (host?.kind === 'sidecar') await this.deps.hub.waitConnected(env!.host_id, this.recoveryHostWaitMs);
+    const env = await getEnv(this.db, dep.TeamID, dep.EnvID);
+    const host = env?.HostID ? await getHostRow(this.db, env.HostID) : undefined;
+    if (host?.kind === 'sidecar') await this.deps.hub.waitConnected(env!.HostID, this.recoveryHostWaitMs);
   }
 
-  async #saveParams(ctx: RunContext<unknown>): Promise<void> {
-    await this.db.run('UPDATE deployments SET params = ? WHERE id = ?', [json(ctx.params), ctx.dep.ID]);
+  async #saveParams(ctx: PhaseContext<unknown>): Promise<void> {
+    await updateDeployment(this.db, ctx.dep.ID, { params: ctx.params });
   }
 
   async #event(dep: Deployment & { TeamID: string }, kind: string, body: unknown): Promise<void> {
@@ -325,9 +320,7 @@ export class Engine {
    * back when it can), exactly as for any other failure.
    */
   async recover(): Promise<number> {
-    const rows = await this.db.all<{ id: string; kind: string; env_id: string }>(
-      "SELECT id, kind, env_id FROM deployments WHERE status IN ('pending', 'running') ORDER BY created_at",
-    );
+    const rows = await listUnfinishedDeployments(this.db);
     for (const r of rows) {
       const failure = await this.#interruptedAt(r.id);
       const kind = this.#kinds.get(r.kind);
@@ -340,7 +333,7 @@ export class Engine {
         continue;
       }
       await updateDeployment(this.db, r.id, { status: 'running' });
-      this.#track(this.#serial(r.env_id, () => this.#guarded(kind, r.id, null, { failure })));
+      this.#track(this.#queue.run(r.env_id, () => this.#guarded(kind, r.id, null, { failure })));
     }
     return rows.length;
   }

@@ -4,6 +4,7 @@
 // control plane has already failed left a stack and datasets nobody owns: they are removed now.
 // A redeploy is left alone (its deployment rolled back or failed with its previous version).
 import type { Frame } from '../../protocol/frames.ts';
+import { getEnvOnHost } from '../envs/store.ts';
 import { getCommand } from '../hosts/command-store.ts';
 import type { OrchestratorDeps } from './deps.ts';
 
@@ -16,15 +17,12 @@ export async function lateResult(
   const cmd = await getCommand(deps.db, f.command_id);
   if (!cmd || cmd.host_id !== hostId || cmd.status !== 'failed') return;
   if (cmd.kind !== 'env.create' && cmd.kind !== 'env.fork') return;
-  const env = await deps.db.get<{ id: string; team_id: string; status: string; current_version_id: string }>(
-    'SELECT id, team_id, status, current_version_id FROM environments WHERE id = ? AND host_id = ?',
-    [cmd.env_id, hostId],
-  );
-  if (env?.status !== 'failed') return;
-  if (cmd.kind === 'env.create' && env.current_version_id) return;
+  const env = await getEnvOnHost(deps.db, cmd.env_id, hostId);
+  if (env?.Status !== 'failed') return;
+  if (cmd.kind === 'env.create' && env.CurrentVersionID) return;
   deps.log.warn(
-    { host: hostId, env: env.id, command: cmd.id, kind: cmd.kind },
+    { host: hostId, env: env.ID, command: cmd.id, kind: cmd.kind },
     'a command given up on succeeded late: removing what it made',
   );
-  await deps.dispatcher.run({ hostId, teamId: env.team_id, kind: 'sidecar' }, env.id, 'env.destroy', {});
+  await deps.dispatcher.run({ hostId, teamId: env.TeamID, kind: 'sidecar' }, env.ID, 'env.destroy', {});
 }

@@ -1,6 +1,7 @@
 // Placement order for a deploy's `place` phase (spec "Targets, placement and drivers"):
 // 1. the environment's own host, if connected; 2. the pinned target; 3. the first connected host
 // of the team, sidecars before driver hosts; 4. otherwise provisioning.
+import { findCloudByRef } from '../clouds/store.ts';
 import type { Environment } from '../envs/store.ts';
 import { listHosts } from '../hosts/store.ts';
 import type { OrchestratorDeps } from './deps.ts';
@@ -8,23 +9,6 @@ import type { OrchestratorDeps } from './deps.ts';
 export type Placement = { hostId: string; reason: string } | { provision: true; reason: string };
 
 export const PROVISIONING = 'no connected host (provisioning)';
-
-interface CloudRow {
-  id: string;
-  provider: string;
-  name: string;
-}
-
-async function cloudNamed(
-  deps: OrchestratorDeps,
-  teamId: string,
-  name: string,
-): Promise<CloudRow | undefined> {
-  return deps.db.get<CloudRow>(
-    'SELECT id, provider, name FROM clouds WHERE team_id = ? AND (name = ? OR id = ?) ORDER BY created_at LIMIT 1',
-    [teamId, name, name],
-  );
-}
 
 const reachable = (deps: OrchestratorDeps, h: { ID: string; Kind: string }) =>
   h.Kind !== 'sidecar' || deps.hub.isConnected(h.ID);
@@ -40,17 +24,17 @@ export async function place(
   if (own && reachable(deps, own)) return { hostId: own.ID, reason: 'environment already on host' };
 
   if (pinnedTarget) {
-    const cloud = await cloudNamed(deps, teamId, pinnedTarget);
+    const cloud = await findCloudByRef(deps.db, teamId, pinnedTarget);
     if (!cloud) throw new Error(`target '${pinnedTarget}': no such cloud`);
     await deps.ensureDriverHosts(teamId);
     const all = await listHosts(deps.db, teamId);
-    const driver = all.find((h) => h.CloudID === cloud.id && h.Kind !== 'sidecar');
+    const driver = all.find((h) => h.CloudID === cloud.ID && h.Kind !== 'sidecar');
     const sidecar = all.find(
-      (h) => h.CloudID === cloud.id && h.Kind === 'sidecar' && deps.hub.isConnected(h.ID),
+      (h) => h.CloudID === cloud.ID && h.Kind === 'sidecar' && deps.hub.isConnected(h.ID),
     );
     const pick = driver ?? sidecar;
-    if (!pick) throw new Error(`target '${cloud.name}' (${cloud.provider}): no connected host`);
-    return { hostId: pick.ID, reason: `target ${cloud.name}` };
+    if (!pick) throw new Error(`target '${cloud.Name}' (${cloud.Provider}): no connected host`);
+    return { hostId: pick.ID, reason: `target ${cloud.Name}` };
   }
 
   await deps.ensureDriverHosts(teamId);

@@ -192,15 +192,13 @@ export async function listDeploymentsOfEnv(q: Queryable, envId: string): Promise
   return rows.map(depOf);
 }
 
-export async function listDeploymentsWithStatus(
+/** Deployments a control-plane restart interrupted (pending or running), oldest first. */
+export async function listUnfinishedDeployments(
   q: Queryable,
-  statuses: DeploymentStatus[],
-): Promise<(Deployment & { TeamID: string })[]> {
-  const rows = await q.all<DepRow>(
-    `SELECT * FROM deployments WHERE status IN (${statuses.map(() => '?').join(', ')}) ORDER BY created_at`,
-    statuses,
+): Promise<{ id: string; kind: string; env_id: string }[]> {
+  return q.all<{ id: string; kind: string; env_id: string }>(
+    "SELECT id, kind, env_id FROM deployments WHERE status IN ('pending', 'running') ORDER BY created_at",
   );
-  return rows.map((r) => ({ ...depOf(r), TeamID: r.team_id }));
 }
 
 export interface DeploymentPatch {
@@ -209,6 +207,8 @@ export interface DeploymentPatch {
   versionId?: string;
   targetEnvId?: string;
   finishedAt?: string;
+  /** The kind's phase params, persisted after every phase. */
+  params?: Record<string, unknown>;
 }
 
 export async function updateDeployment(q: Queryable, id: string, p: DeploymentPatch): Promise<void> {
@@ -221,6 +221,7 @@ export async function updateDeployment(q: Queryable, id: string, p: DeploymentPa
       version_id: p.versionId,
       target_env_id: p.targetEnvId,
       finished_at: p.finishedAt,
+      params: p.params === undefined ? undefined : json(p.params),
     },
     'id = ?',
     [id],

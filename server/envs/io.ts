@@ -8,6 +8,7 @@ import {
   MAX_UPLOAD_EXPANDED_BYTES,
   uploadRefusal,
 } from '../../protocol/uploads.ts';
+import { withTimeout } from '../../shared/concurrency.ts';
 import type { AppContext } from '../context.ts';
 import { BadRequest, Conflict, TooLarge, Upstream } from '../errors.ts';
 import { INLINE_ARCHIVE_BYTES } from '../hosts/blobs.ts';
@@ -160,16 +161,12 @@ export async function getFiles(
     }),
   );
   const data = r.uploaded
-    ? await withinSeconds(upload.received, 60, 'host said it uploaded the archive but it never arrived')
+    ? await withTimeout(
+        upload.received,
+        60_000,
+        () => new Upstream('host said it uploaded the archive but it never arrived'),
+      )
     : Buffer.from(r.tar_b64, 'base64');
   if (data.length > MAX_ARCHIVE_BYTES) throw new Upstream('archive larger than 32 MiB');
   return data;
-}
-
-function withinSeconds<T>(p: Promise<T>, sec: number, message: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const t = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Upstream(message)), sec * 1000);
-  });
-  return Promise.race([p, t]).finally(() => clearTimeout(timer));
 }

@@ -4,7 +4,7 @@
 import type { EnvSpec } from '../../protocol/spec.ts';
 import { ComposeError, parseCompose } from '../compose/index.ts';
 import type { Db } from '../db/types.ts';
-import type { Engine } from '../deployments/engine.ts';
+import type { DeploymentEngine } from '../deployments/engine.ts';
 import type { Deployment, Phase } from '../deployments/store.ts';
 import { BadRequest, Conflict, NotFound } from '../errors.ts';
 import { getHostRow } from '../hosts/store.ts';
@@ -75,7 +75,7 @@ export interface DeployRequest {
 /** Deploys a spec into a project's environment (created when it does not exist yet). */
 export async function deploySpec(
   db: Db,
-  engine: Engine,
+  engine: DeploymentEngine,
   caller: Caller,
   project: Project,
   spec: EnvSpec,
@@ -107,7 +107,7 @@ export async function deploySpec(
 
 export async function deploy(
   db: Db,
-  engine: Engine,
+  engine: DeploymentEngine,
   caller: Caller,
   projectRef: string,
   body: { env?: string; compose: string; warm?: string[]; context?: string },
@@ -154,7 +154,7 @@ async function forkableVersion(
 
 export async function forkVersion(
   db: Db,
-  engine: Engine,
+  engine: DeploymentEngine,
   caller: Caller,
   v: Version,
   name: string,
@@ -189,7 +189,7 @@ export async function forkVersion(
 
 export async function fork(
   db: Db,
-  engine: Engine,
+  engine: DeploymentEngine,
   caller: Caller,
   envId: string,
   body: { name?: string; version?: string },
@@ -208,7 +208,12 @@ async function currentVersion(db: Db, caller: Caller, env: Environment): Promise
   return v;
 }
 
-export async function snapshot(db: Db, engine: Engine, caller: Caller, envId: string): Promise<Started> {
+export async function snapshot(
+  db: Db,
+  engine: DeploymentEngine,
+  caller: Caller,
+  envId: string,
+): Promise<Started> {
   const env = await envOf(db, caller, envId);
   assertLive(env);
   const current = await currentVersion(db, caller, env);
@@ -228,7 +233,7 @@ export async function snapshot(db: Db, engine: Engine, caller: Caller, envId: st
 
 export async function rollback(
   db: Db,
-  engine: Engine,
+  engine: DeploymentEngine,
   caller: Caller,
   envId: string,
   versionId: string,
@@ -254,7 +259,7 @@ export async function rollback(
 
 export async function verify(
   db: Db,
-  engine: Engine,
+  engine: DeploymentEngine,
   caller: Caller,
   envId: string,
   resume: boolean,
@@ -283,7 +288,12 @@ export async function verify(
   );
 }
 
-export async function destroy(db: Db, engine: Engine, caller: Caller, envId: string): Promise<Started> {
+export async function destroy(
+  db: Db,
+  engine: DeploymentEngine,
+  caller: Caller,
+  envId: string,
+): Promise<Started> {
   const env = await envOf(db, caller, envId);
   if (env.Status === 'destroyed') throw new Conflict(`environment ${env.ID} is already destroyed`);
   return engine.submit(

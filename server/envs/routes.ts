@@ -6,10 +6,11 @@ import { MAX_ARCHIVE_BYTES } from '../../protocol/commands.ts';
 import type { AppContext } from '../context.ts';
 import { BadRequest } from '../errors.ts';
 import type { App } from '../http/app.ts';
-import { Body, emptyBodyIsObject } from '../http/schema.ts';
+import { Body, emptyBodyIsObject, SECURED } from '../http/schema.ts';
 import { exec, getFiles, MAX_EXEC_TIMEOUT_SEC, putFiles } from './io.ts';
 import * as life from './lifecycle.ts';
 
+const tags = ['environments'];
 const EnvParams = Type.Object({ env: Type.String({ minLength: 1, maxLength: 100 }) });
 const ProjectParams = Type.Object({ project: Type.String({ minLength: 1, maxLength: 200 }) });
 const Argv = Type.Array(Type.String({ maxLength: 65536 }), { minItems: 1, maxItems: 4096 });
@@ -25,6 +26,9 @@ export function envRoutes(app: App, ctx: AppContext): void {
     '/v1/projects/:project/deploy',
     {
       schema: {
+        tags,
+        summary: 'Deploy a compose file to an environment of the project (alpha unless named)',
+        security: SECURED,
         params: ProjectParams,
         body: Body({
           env: Type.Optional(Type.String({ minLength: 1, maxLength: 63 })),
@@ -46,6 +50,9 @@ export function envRoutes(app: App, ctx: AppContext): void {
     '/v1/envs/:env/fork',
     {
       schema: {
+        tags,
+        summary: 'Fork the environment (its current or a named version) into a new one',
+        security: SECURED,
         params: EnvParams,
         body: Body({
           name: Type.Optional(Type.String({ minLength: 1, maxLength: 63 })),
@@ -59,13 +66,30 @@ export function envRoutes(app: App, ctx: AppContext): void {
       reply.code(202).send(await life.fork(db, engine, req.caller, req.params.env, req.body)),
   );
 
-  app.post('/v1/envs/:env/snapshot', { schema: { params: EnvParams } }, async (req, reply) =>
-    reply.code(202).send(await life.snapshot(db, engine, req.caller, req.params.env)),
+  app.post(
+    '/v1/envs/:env/snapshot',
+    {
+      schema: {
+        tags,
+        summary: 'Snapshot the environment into a new version',
+        security: SECURED,
+        params: EnvParams,
+      },
+    },
+    async (req, reply) => reply.code(202).send(await life.snapshot(db, engine, req.caller, req.params.env)),
   );
 
   app.post(
     '/v1/envs/:env/rollback',
-    { schema: { params: EnvParams, body: Body({ version: Type.String({ minLength: 1, maxLength: 128 }) }) } },
+    {
+      schema: {
+        tags,
+        summary: 'Roll the environment back to one of its versions',
+        security: SECURED,
+        params: EnvParams,
+        body: Body({ version: Type.String({ minLength: 1, maxLength: 128 }) }),
+      },
+    },
     async (req, reply) =>
       reply.code(202).send(await life.rollback(db, engine, req.caller, req.params.env, req.body.version)),
   );
@@ -74,6 +98,9 @@ export function envRoutes(app: App, ctx: AppContext): void {
     '/v1/envs/:env/verify',
     {
       schema: {
+        tags,
+        summary: 'Grade the environment: collect the submission, run the verifier, record the reward',
+        security: SECURED,
         params: EnvParams,
         body: Body({ resume: Type.Optional(Type.Boolean()) }),
       },
@@ -85,15 +112,22 @@ export function envRoutes(app: App, ctx: AppContext): void {
         .send(await life.verify(db, engine, req.caller, req.params.env, req.body.resume ?? false)),
   );
 
-  app.delete('/v1/envs/:env', { schema: { params: EnvParams } }, async (req, reply) => {
-    const { deployment } = await life.destroy(db, engine, req.caller, req.params.env);
-    return reply.code(202).send({ deployment });
-  });
+  app.delete(
+    '/v1/envs/:env',
+    { schema: { tags, summary: 'Destroy the environment', security: SECURED, params: EnvParams } },
+    async (req, reply) => {
+      const { deployment } = await life.destroy(db, engine, req.caller, req.params.env);
+      return reply.code(202).send({ deployment });
+    },
+  );
 
   app.post(
     '/v1/envs/:env/exec',
     {
       schema: {
+        tags,
+        summary: 'Run a command in a service of the environment',
+        security: SECURED,
         params: EnvParams,
         body: Body({
           service: Type.String({ minLength: 1, maxLength: 200 }),
@@ -107,7 +141,15 @@ export function envRoutes(app: App, ctx: AppContext): void {
 
   app.get(
     '/v1/envs/:env/files',
-    { schema: { params: EnvParams, querystring: FilesQuery } },
+    {
+      schema: {
+        tags,
+        summary: 'Download a file or directory of a service as a tar archive',
+        security: SECURED,
+        params: EnvParams,
+        querystring: FilesQuery,
+      },
+    },
     async (req, reply) => {
       const tar = await getFiles(ctx, req.caller, req.params.env, req.query.service, req.query.path);
       return reply.type('application/x-tar').send(tar);
@@ -124,7 +166,16 @@ export function envRoutes(app: App, ctx: AppContext): void {
     );
     scope.put(
       '/v1/envs/:env/files',
-      { bodyLimit: MAX_ARCHIVE_BYTES, schema: { params: EnvParams, querystring: FilesQuery } },
+      {
+        bodyLimit: MAX_ARCHIVE_BYTES,
+        schema: {
+          tags,
+          summary: 'Upload a tar archive into a service of the environment',
+          security: SECURED,
+          params: EnvParams,
+          querystring: FilesQuery,
+        },
+      },
       async (req) => {
         if (!Buffer.isBuffer(req.body)) throw new BadRequest('send the tar archive as application/x-tar');
         return putFiles(ctx, req.caller, req.params.env, req.query.service, req.query.path, req.body);

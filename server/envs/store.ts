@@ -151,6 +151,16 @@ export async function getEnv(q: Queryable, teamId: string, id: string): Promise<
   return r && envOf(r);
 }
 
+/** An environment placed on `hostId`, whatever its team (the host's results name it). */
+export async function getEnvOnHost(
+  q: Queryable,
+  id: string,
+  hostId: string,
+): Promise<(Environment & { TeamID: string }) | undefined> {
+  const r = await q.get<EnvRow>('SELECT * FROM environments WHERE id = ? AND host_id = ?', [id, hostId]);
+  return r && { ...envOf(r), TeamID: r.team_id };
+}
+
 export async function findEnvByName(
   q: Queryable,
   projectId: string,

@@ -1,7 +1,7 @@
 // The commands table: every command is recorded before it is written to a stream, and exactly
 // one outcome is stored on its row. `finishCommand` only changes a row that has not finished,
 // so a late or duplicate result for an already-completed command id changes nothing.
-import { json, now, parseJson, type Queryable, updateColumns } from '../db/types.ts';
+import { json, now, type Queryable, updateColumns } from '../db/types.ts';
 
 export type CommandStatus = 'sent' | 'acked' | 'succeeded' | 'failed';
 
@@ -66,10 +66,6 @@ export async function finishCommand(
 
 export async function getCommand(q: Queryable, id: string): Promise<CommandRow | undefined> {
   return q.get<CommandRow>('SELECT * FROM commands WHERE id = ?', [id]);
-}
-
-export function commandResult<T>(row: CommandRow): T | null {
-  return parseJson<T | null>(row.result, null);
 }
 
 /** On start: commands left in flight by a previous process can never get their result here. */

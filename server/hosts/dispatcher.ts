@@ -6,6 +6,7 @@
 import type { CommandKind, Payloads, Results } from '../../protocol/commands.ts';
 import { type Frame, frame } from '../../protocol/frames.ts';
 import { newId, PREFIX } from '../../protocol/ids.ts';
+import { deadline, KeyedQueue, untilAborted } from '../../shared/concurrency.ts';
 import type { Db } from '../db/types.ts';
 import { now } from '../db/types.ts';
 import { appendEvent } from '../events/store.ts';
@@ -62,7 +63,8 @@ export class Dispatcher {
   #transport: Transport;
   #drivers: Map<string, Driver>;
   #pending = new Map<string, Pending>();
-  #queues = new Map<string, Promise<void>>();
+  /** One command at a time per environment of a host. */
+  #queue = new KeyedQueue();
   #acks = new Map<string, { at: string; timer: NodeJS.Timeout }>();
   /** Told of a result for a command no longer waited for (given up, timed out, or sent before a restart). */
   onLateResult: ((hostId: string, f: Frame) => void) | null = null;
@@ -93,25 +95,8 @@ export class Dispatcher {
       if (signal?.aborted) throw cancelled(kind, signal);
       return this.#execute(target, envId, kind, payload, timeoutMs, signal);
     };
-    const result = key ? await this.#serial(key, exec, signal) : await exec();
+    const result = await this.#queue.run(key, exec, signal);
     return result as Results[K];
-  }
-
-  async #serial<T>(key: string, fn: () => Promise<T>, signal?: AbortSignal): Promise<T> {
-    const prev = this.#queues.get(key) ?? Promise.resolve();
-    let done!: () => void;
-    const mine = new Promise<void>((r) => {
-      done = r;
-    });
-    const tail = prev.then(() => mine);
-    this.#queues.set(key, tail);
-    try {
-      await untilAborted(prev, signal);
-      return await fn();
-    } finally {
-      done();
-      if (this.#queues.get(key) === tail) this.#queues.delete(key);
-    }
   }
 
   async #execute(
@@ -130,19 +115,15 @@ export class Dispatcher {
       target.kind === 'sidecar'
         ? this.#overStream(id, target, envId, kind, payload)
         : this.#viaDriver(id, target, envId, kind, payload);
-    let timer: NodeJS.Timeout | undefined;
-    let onAbort = () => {};
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () => reject(new CommandError(`${kind} timed out after ${seconds(timeoutMs)}`, id)),
-        timeoutMs,
-      );
-      onAbort = () => reject(new CommandError(cancelled(kind, signal).message, id));
-      signal?.addEventListener('abort', onAbort, { once: true });
-    });
+    const limit = deadline(
+      timeoutMs,
+      () => new CommandError(`${kind} timed out after ${seconds(timeoutMs)}`, id),
+      signal,
+      () => new CommandError(cancelled(kind, signal).message, id),
+    );
     try {
       // Shape-checked before the row says succeeded: a malformed result fails the command (502).
-      const result = checkResult(kind, await Promise.race([outcome, timeout]));
+      const result = checkResult(kind, await untilAborted(outcome, limit.signal));
       await finishCommand(this.#db, id, { ok: true, result }, this.#takeAck(id));
       ok = true;
       return result;
@@ -151,8 +132,7 @@ export class Dispatcher {
       await finishCommand(this.#db, id, { ok: false, error: message }, this.#takeAck(id));
       throw err instanceof CommandError ? err : new CommandError(message, id);
     } finally {
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', onAbort);
+      limit.clear();
       this.#pending.delete(id);
       commandFinished.publish({ kind, ok, ms: Date.now() - t0 });
     }
@@ -236,29 +216,11 @@ export class Dispatcher {
       p.reject(new CommandError(`${p.kind}: ${reason}`, p.id));
     }
   }
-
-  inFlight(): number {
-    return this.#pending.size;
-  }
 }
 
 function cancelled(kind: string, signal: AbortSignal | undefined): Error {
   const why = signal?.reason instanceof Error ? signal.reason.message : 'the phase was cancelled';
   return new Error(`${kind} cancelled: ${why}`);
-}
-
-/** Resolves when `p` settles; rejects at once if `signal` aborts first (a queued command gives up its turn). */
-function untilAborted(p: Promise<unknown>, signal: AbortSignal | undefined): Promise<void> {
-  if (!signal) return p.then(() => {});
-  return new Promise((resolve, reject) => {
-    if (signal.aborted) return reject(signal.reason);
-    const onAbort = () => reject(signal.reason);
-    signal.addEventListener('abort', onAbort, { once: true });
-    p.then(
-      () => resolve(),
-      () => resolve(),
-    ).finally(() => signal.removeEventListener('abort', onAbort));
-  });
 }
 
 const seconds = (ms: number): string => (ms < 1000 ? `${ms} ms` : `${Math.round(ms / 1000)} s`);

@@ -107,10 +107,6 @@ export class Hub implements HostConnectivity, Transport {
     return this.#conns.has(hostId);
   }
 
-  connectedCount(): number {
-    return this.#conns.size;
-  }
-
   write(hostId: string, f: Frame): boolean {
     const c = this.#conns.get(hostId);
     if (!c || c.ws.readyState !== WebSocket.OPEN) return false;

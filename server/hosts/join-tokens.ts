@@ -6,6 +6,13 @@ import { getCloud } from '../clouds/store.ts';
 import type { Db, Queryable } from '../db/types.ts';
 import { BadRequest, NotFound } from '../errors.ts';
 import { hashSecret } from '../identity/secrets.ts';
+import {
+  claimJoinToken,
+  getJoinToken,
+  insertJoinToken,
+  setJoinTokenHost,
+  unclaimJoinToken,
+} from './join-token-store.ts';
 
 export const JOIN_TOKEN_TTL_SEC = 3600;
 
@@ -22,10 +29,13 @@ export async function mintJoinToken(
   const token = newSecret(PREFIX.joinToken);
   const created = Date.now();
   const expiresAt = new Date(created + JOIN_TOKEN_TTL_SEC * 1000).toISOString();
-  await q.run(
-    'INSERT INTO join_tokens (token_hash, team_id, cloud_id, created_at, expires_at) VALUES (?, ?, ?, ?, ?)',
-    [hashSecret(token), teamId, cloudId, new Date(created).toISOString(), expiresAt],
-  );
+  await insertJoinToken(q, {
+    hash: hashSecret(token),
+    teamId,
+    cloudId,
+    createdAt: new Date(created).toISOString(),
+    expiresAt,
+  });
   return { token, expiresAt };
 }
 
@@ -70,27 +80,19 @@ export async function consumeJoinToken(
   if (!token.startsWith(PREFIX.joinToken)) return JOIN_UNKNOWN;
   const hash = hashSecret(token);
   const at = new Date().toISOString();
-  const r = await q.run(
-    'UPDATE join_tokens SET used_at = ?, host_id = ? WHERE token_hash = ? AND used_at IS NULL AND expires_at > ?',
-    [at, hostId, hash, at],
-  );
-  const row = await q.get<{ team_id: string; cloud_id: string; used_at: string | null; host_id: string }>(
-    'SELECT team_id, cloud_id, used_at, host_id FROM join_tokens WHERE token_hash = ?',
-    [hash],
-  );
+  const claimed = await claimJoinToken(q, hash, at, hostId);
+  const row = await getJoinToken(q, hash);
   if (!row) return JOIN_UNKNOWN;
-  if (r.changes === 0) return row.used_at ? JOIN_USED : JOIN_EXPIRED;
+  if (!claimed) return row.used_at ? JOIN_USED : JOIN_EXPIRED;
   return { teamId: row.team_id, cloudId: row.cloud_id };
 }
 
 /** Undoes a consume whose host could not be recorded, so the token is not lost to a fault. */
 export async function releaseJoinToken(q: Queryable, token: string): Promise<void> {
-  await q.run("UPDATE join_tokens SET used_at = NULL, host_id = '' WHERE token_hash = ? AND host_id = ''", [
-    hashSecret(token),
-  ]);
+  await unclaimJoinToken(q, hashSecret(token));
 }
 
 /** Lets the hub record the host id once it has assigned one (when it consumed without it). */
 export async function recordJoinedHost(q: Queryable, token: string, hostId: string): Promise<void> {
-  await q.run('UPDATE join_tokens SET host_id = ? WHERE token_hash = ?', [hostId, hashSecret(token)]);
+  await setJoinTokenHost(q, hashSecret(token), hostId);
 }

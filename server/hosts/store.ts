@@ -97,11 +97,6 @@ export async function getHostRow(q: Queryable, id: string): Promise<HostRow | un
   return q.get<HostRow>('SELECT * FROM hosts WHERE id = ?', [id]);
 }
 
-export async function getHost(q: Queryable, teamId: string, id: string): Promise<Host | undefined> {
-  const r = await q.get<HostRow>('SELECT * FROM hosts WHERE id = ? AND team_id = ?', [id, teamId]);
-  return r && hostOf(r);
-}
-
 /** Sidecars first, then driver hosts; oldest first within each. */
 export async function listHosts(q: Queryable, teamId: string): Promise<Host[]> {
   const rows = await q.all<HostRow>(

@@ -2,7 +2,7 @@
 // cloud (sandbox-a, sandbox-b) has exactly one driver host, created on demand: when targets are
 // listed, when placement runs, or when a target is connected.
 import { PREFIX } from '../../protocol/ids.ts';
-import { type CapabilityRow, capabilityRow, SANDBOX_PROVIDERS } from '../clouds/providers.ts';
+import { type CapabilityRow, capabilityRow, isSandboxProvider } from '../clouds/providers.ts';
 import { type Cloud, listClouds } from '../clouds/store.ts';
 import type { HostConnectivity } from '../context.ts';
 import type { Queryable } from '../db/types.ts';
@@ -72,13 +72,10 @@ export async function ensureDriverHost(
 
 /** Every hosted-provider cloud of the team gets its driver host (placement calls this too). */
 export async function ensureDriverHosts(q: Queryable, teamId: string): Promise<void> {
-  const missing = await q.all<{ id: string; team_id: string; provider: string }>(
-    `SELECT c.id, c.team_id, c.provider FROM clouds c
-     WHERE c.team_id = ? AND c.provider IN (${SANDBOX_PROVIDERS.map(() => '?').join(', ')})
-       AND NOT EXISTS (SELECT 1 FROM hosts h WHERE h.cloud_id = c.id AND h.kind <> 'sidecar')`,
-    [teamId, ...SANDBOX_PROVIDERS],
-  );
-  for (const c of missing) await ensureDriverHost(q, { ID: c.id, TeamID: c.team_id, Provider: c.provider });
+  const clouds = await listClouds(q, teamId);
+  for (const c of clouds) {
+    if (isSandboxProvider(c.Provider)) await ensureDriverHost(q, c);
+  }
 }
 
 export async function hostsOf(q: Queryable, hub: HostConnectivity, teamId: string): Promise<HostView[]> {

@@ -23,9 +23,6 @@ export function Body<T extends Record<string, TSchema>>(props: T, description?: 
   return Type.Object(props, { additionalProperties: false, description });
 }
 
-/** `{error}`: the one shape of every failure. */
-export const ErrorBody = Type.Object({ error: Type.String() });
-
 /** Path parameter for an object addressed by id (environments, deployments, keys). */
 export const IdParam = <K extends string>(name: K, description: string) =>
   Type.Object({ [name]: Type.String({ minLength: 1, maxLength: 128, description }) } as Record<K, TString>);

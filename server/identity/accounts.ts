@@ -6,12 +6,13 @@ import {
   type ApiKey,
   createKey,
   getTeam,
-  keyOf,
+  listTeamKeys,
   membershipsOf,
+  revokeApiKey,
   type Team,
   type TeamWithRole,
 } from './store.ts';
-import { createOwnedTeam, getUser, type User } from './users.ts';
+import { createOwnedTeam, getUser, type User } from './user-store.ts';
 
 export interface Me {
   team: Team;
@@ -42,11 +43,7 @@ export async function newTeam(db: Db, caller: Caller, name: string): Promise<Tea
 export const creatorOf = (caller: Caller): string => caller.userId ?? caller.keyId ?? '';
 
 export async function listKeys(db: Db, teamId: string): Promise<ApiKey[]> {
-  const rows = await db.all<Parameters<typeof keyOf>[0]>(
-    'SELECT * FROM api_keys WHERE team_id = ? ORDER BY created_at, id',
-    [teamId],
-  );
-  return rows.map(keyOf);
+  return listTeamKeys(db, teamId);
 }
 
 export async function mintKey(
@@ -60,10 +57,6 @@ export async function mintKey(
 
 /** Revokes a key of the team; revoking twice keeps the first time. 404 for other teams' keys. */
 export async function revokeKey(db: Db, teamId: string, id: string): Promise<{ revoked: true }> {
-  const r = await db.run(
-    'UPDATE api_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ? AND team_id = ?',
-    [new Date().toISOString(), id, teamId],
-  );
-  if (r.changes === 0) throw new NotFound(`key ${id} not found`);
+  if (!(await revokeApiKey(db, id, teamId))) throw new NotFound(`key ${id} not found`);
   return { revoked: true };
 }

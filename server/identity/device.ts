@@ -4,12 +4,21 @@
 // approved key's material lives in this process's memory for at most 15 minutes, never in the DB.
 import { randomInt } from 'node:crypto';
 import { newSecret, PREFIX } from '../../protocol/ids.ts';
-import { type Db, now } from '../db/types.ts';
+import type { Db } from '../db/types.ts';
 import { BadRequest, Conflict, Forbidden, Gone, PreconditionRequired, TooManyRequests } from '../errors.ts';
 import type { Caller } from './auth.ts';
+import {
+  approveDeviceCode,
+  type DeviceRow,
+  deviceCodeByHash,
+  deviceCodeByUserCode,
+  dropDeviceCodesBefore,
+  insertDeviceCode,
+  markDeviceCodeDelivered,
+} from './device-store.ts';
 import { hashSecret } from './secrets.ts';
-import { createKey, getTeam, type Team } from './store.ts';
-import { isMember } from './users.ts';
+import { createKey, getTeam, revokeApiKey, type Team } from './store.ts';
+import { isMember } from './user-store.ts';
 
 export const DEVICE_CODE_TTL_SEC = 900;
 export const POLL_INTERVAL_SEC = 5;
@@ -20,18 +29,6 @@ export const WRONG_CODE_LOCK_MS = 15 * 60 * 1000;
 
 /** No vowels (no words), no 0/O/1/I/L look-alikes: easy to read aloud and to type. */
 export const USER_CODE_ALPHABET = 'BCDFGHJKMNPQRSTVWXZ';
-
-type Status = 'pending' | 'approved' | 'delivered';
-
-interface Row {
-  code_hash: string;
-  user_code_hash: string;
-  status: Status;
-  team_id: string | null;
-  key_id: string | null;
-  created_at: string;
-  expires_at: string;
-}
 
 export interface DeviceCode {
   device_code: string;
@@ -55,7 +52,7 @@ export function normaliseUserCode(input: string): string | null {
   return `${s.slice(0, 4)}-${s.slice(4)}`;
 }
 
-const expired = (r: Row, at = Date.now()) => Date.parse(r.expires_at) <= at;
+const expired = (r: DeviceRow, at = Date.now()) => Date.parse(r.expires_at) <= at;
 
 export class DeviceFlow {
   #db: Db;
@@ -76,28 +73,22 @@ export class DeviceFlow {
     const created = Date.now();
     // Rows are useless once expired and past the key hold; dropping them keeps user codes unique.
     const stale = new Date(created - DEVICE_CODE_TTL_SEC * 1000 - APPROVED_KEY_HOLD_MS).toISOString();
-    await this.#db.run('DELETE FROM device_codes WHERE created_at < ?', [stale]);
+    await dropDeviceCodesBefore(this.#db, stale);
     for (;;) {
       const userCode = newUserCode();
       // A user code is short, so it may collide with a live one; the UNIQUE index says so.
-      const inserted = await this.#db
-        .run(
-          `INSERT INTO device_codes (code_hash, user_code_hash, status, created_at, expires_at)
-           VALUES (?, ?, 'pending', ?, ?)`,
-          [
-            hashSecret(deviceCode),
-            hashSecret(userCode),
-            new Date(created).toISOString(),
-            new Date(created + DEVICE_CODE_TTL_SEC * 1000).toISOString(),
-          ],
-        )
-        .then(
-          () => true,
-          async (err) => {
-            if (await this.#userCodeTaken(userCode)) return false;
-            throw err;
-          },
-        );
+      const inserted = await insertDeviceCode(this.#db, {
+        codeHash: hashSecret(deviceCode),
+        userCodeHash: hashSecret(userCode),
+        createdAt: new Date(created).toISOString(),
+        expiresAt: new Date(created + DEVICE_CODE_TTL_SEC * 1000).toISOString(),
+      }).then(
+        () => true,
+        async (err) => {
+          if (await this.#userCodeTaken(userCode)) return false;
+          throw err;
+        },
+      );
       if (!inserted) continue;
       const uri = this.#verificationUri();
       const complete = new URL(uri);
@@ -114,10 +105,7 @@ export class DeviceFlow {
   }
 
   async #userCodeTaken(userCode: string): Promise<boolean> {
-    const r = await this.#db.get('SELECT 1 AS one FROM device_codes WHERE user_code_hash = ?', [
-      hashSecret(userCode),
-    ]);
-    return r !== undefined;
+    return (await deviceCodeByUserCode(this.#db, hashSecret(userCode))) !== undefined;
   }
 
   /**
@@ -144,9 +132,7 @@ export class DeviceFlow {
     }
     const tried = wrong;
     const { keyId, codeHash, apiKey, team } = await this.#db.transaction(async (tx) => {
-      const row = await tx.get<Row>('SELECT * FROM device_codes WHERE user_code_hash = ?', [
-        hashSecret(userCode),
-      ]);
+      const row = await deviceCodeByUserCode(tx, hashSecret(userCode));
       if (!row) {
         tried.count++;
         this.#wrong.set(userId, tried);
@@ -157,11 +143,8 @@ export class DeviceFlow {
       if (!(await isMember(tx, teamId, userId))) throw new Forbidden('not a member of that team');
       const team = (await getTeam(tx, teamId)) as Team;
       const { key, apiKey } = await createKey(tx, teamId, name?.trim() || 'cli', userId);
-      const r = await tx.run(
-        "UPDATE device_codes SET status = 'approved', team_id = ?, key_id = ? WHERE code_hash = ? AND status = 'pending'",
-        [teamId, key.ID, row.code_hash],
-      );
-      if (r.changes === 0) throw new Conflict('this user code was already approved');
+      if (!(await approveDeviceCode(tx, row.code_hash, teamId, key.ID)))
+        throw new Conflict('this user code was already approved');
       return { keyId: key.ID, codeHash: row.code_hash, apiKey, team };
     });
     this.#prune();
@@ -176,7 +159,7 @@ export class DeviceFlow {
    */
   async token(deviceCode: string): Promise<{ api_key: string; team: Team }> {
     const codeHash = hashSecret(deviceCode);
-    const row = await this.#db.get<Row>('SELECT * FROM device_codes WHERE code_hash = ?', [codeHash]);
+    const row = await deviceCodeByHash(this.#db, codeHash);
     if (!row) throw new BadRequest('invalid_device_code');
     if (row.status === 'pending') {
       if (expired(row)) throw new BadRequest('expired_token');
@@ -187,15 +170,12 @@ export class DeviceFlow {
     // Taken synchronously: two concurrent polls cannot both receive the key.
     const held = this.#held.get(codeHash);
     this.#held.delete(codeHash);
-    await this.#db.run("UPDATE device_codes SET status = 'delivered' WHERE code_hash = ?", [codeHash]);
+    await markDeviceCodeDelivered(this.#db, codeHash);
     if (!held) {
       // Approved, but the material is gone (15 minutes passed or the server restarted): the key
       // can never be handed out, so it must not stay valid either.
       if (row.key_id) {
-        await this.#db.run('UPDATE api_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?', [
-          now(),
-          row.key_id,
-        ]);
+        await revokeApiKey(this.#db, row.key_id);
       }
       throw new Gone(
         'the approved key is no longer held (15 minutes passed or the server restarted): run svc login again',

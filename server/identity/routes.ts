@@ -7,7 +7,7 @@ import type { App } from '../http/app.ts';
 import { SMALL_BODY_BYTES } from '../http/limits.ts';
 import { Body, emptyBodyIsObject, IdParam, SECURED } from '../http/schema.ts';
 import { listKeys, mintKey, newTeam, revokeKey, teamsOf, whoAmI } from './accounts.ts';
-import { signIn } from './users.ts';
+import { signIn } from './user-store.ts';
 
 const Name = (description: string) => Type.String({ minLength: 1, maxLength: 100, description });
 

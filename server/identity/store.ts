@@ -66,6 +66,14 @@ export async function getTeam(q: Queryable, id: string): Promise<Team | undefine
   return r && teamOf(r);
 }
 
+/** The oldest team (the dev server joins its local host to it). */
+export async function firstTeam(q: Queryable): Promise<Team | undefined> {
+  const r = await q.get<{ id: string; name: string; created_at: string }>(
+    'SELECT * FROM teams ORDER BY created_at, id LIMIT 1',
+  );
+  return r && teamOf(r);
+}
+
 export async function countTeams(q: Queryable): Promise<number> {
   const r = await q.get<{ n: number | string }>('SELECT COUNT(*) AS n FROM teams');
   return Number(r?.n ?? 0);
@@ -98,6 +106,31 @@ export async function createKey(
 
 export async function findKeyByHash(q: Queryable, hash: string): Promise<KeyRow | undefined> {
   return q.get<KeyRow>('SELECT * FROM api_keys WHERE key_hash = ?', [hash]);
+}
+
+/** The team's keys, oldest first. */
+export async function listTeamKeys(q: Queryable, teamId: string): Promise<ApiKey[]> {
+  const rows = await q.all<KeyRow>('SELECT * FROM api_keys WHERE team_id = ? ORDER BY created_at, id', [
+    teamId,
+  ]);
+  return rows.map(keyOf);
+}
+
+/**
+ * Revokes a key; revoking twice keeps the first time. With `teamId`, only a key of that team.
+ * False when no such key exists.
+ */
+export async function revokeApiKey(q: Queryable, id: string, teamId?: string): Promise<boolean> {
+  const at = now();
+  const r =
+    teamId === undefined
+      ? await q.run('UPDATE api_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?', [at, id])
+      : await q.run('UPDATE api_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ? AND team_id = ?', [
+          at,
+          id,
+          teamId,
+        ]);
+  return r.changes > 0;
 }
 
 export async function touchKey(q: Queryable, id: string, at: string): Promise<void> {

@@ -13,7 +13,7 @@ import {
   parseSourceText,
   patchSource,
   type SourcePatch,
-} from './sources.ts';
+} from './source-store.ts';
 import { findProject, insertProject, type Project, type ProjectKind } from './store.ts';
 
 /** Lower case, digits and `-_.`, starting with a letter or digit, at most 63 characters. */

@@ -12,7 +12,7 @@ import type { Db } from '../db/types.ts';
 import type { CommandTarget, Driver } from '../hosts/dispatcher.ts';
 import { getHostRow } from '../hosts/store.ts';
 import { fileArchive, regularFiles } from './archive.ts';
-import { dropState, getState, type ProviderState, putState } from './state.ts';
+import { dropState, getState, type ProviderState, putState } from './state-store.ts';
 
 export const unsupported = (provider: string, kind: string): string =>
   `${provider}: ${kind}: not supported on ${provider} yet`;

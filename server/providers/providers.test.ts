@@ -9,7 +9,7 @@ import { userData } from './cloudvm.ts';
 import { providerMessage } from './http.ts';
 import { envdRoute } from './sandbox-a.ts';
 import { shellQuote, toolboxOf } from './sandbox-b.ts';
-import type { ProviderState } from './state.ts';
+import type { ProviderState } from './state-store.ts';
 
 const cloud = (config: Record<string, string>) => ({
   id: 'cld_1',

@@ -20,7 +20,7 @@ import {
   type StartRequestShape,
 } from './envd-process.ts';
 import { call, joinUrl, LIMITS, ProviderError } from './http.ts';
-import type { ProviderState } from './state.ts';
+import type { ProviderState } from './state-store.ts';
 
 const NAME = 'sandbox-a';
 export const ENVD_PORT = 49983;

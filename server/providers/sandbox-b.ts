@@ -3,10 +3,11 @@
 // exec through the toolbox's process/execute, one file at a time through files/upload and
 // files/download, delete with force. Snapshots are refused (its snapshot API builds images).
 import type { Egress, ServiceRecord } from '../../protocol/spec.ts';
+import { AGAIN, retry } from '../../shared/concurrency.ts';
 import type { Created, ProviderCloud, SandboxProvider } from './driver-host.ts';
 import { BACKGROUND, serviceArgv } from './driver-host.ts';
 import { call, joinUrl, LIMITS, ProviderError } from './http.ts';
-import type { ProviderState } from './state.ts';
+import type { ProviderState } from './state-store.ts';
 
 const NAME = 'sandbox-b';
 /** How long a new sandbox may take to reach `started`, and how often it is asked. */
@@ -36,23 +37,26 @@ export const shellQuote = (argv: string[]): string =>
 
 async function waitStarted(c: ProviderCloud, id: string): Promise<Sandbox> {
   const deadline = Date.now() + START_WAIT.ms;
-  for (;;) {
-    const sb = (
-      await call(NAME, joinUrl(c.api, `/sandbox/${encodeURIComponent(id)}`), { headers: auth(c) })
-    ).json<Sandbox>();
-    if (sb.state === 'started') return sb;
-    if (sb.state && FAILED.has(sb.state))
-      throw new ProviderError(
-        `${NAME}: sandbox ${id} is ${sb.state}: ${sb.errorReason || 'no reason given'}`,
-        0,
-      );
-    if (Date.now() > deadline)
-      throw new ProviderError(
-        `${NAME}: sandbox ${id} not started within ${Math.round(START_WAIT.ms / 1000)} s (state ${sb.state})`,
-        0,
-      );
-    await new Promise((r) => setTimeout(r, START_WAIT.pollMs));
-  }
+  return retry(
+    async () => {
+      const sb = (
+        await call(NAME, joinUrl(c.api, `/sandbox/${encodeURIComponent(id)}`), { headers: auth(c) })
+      ).json<Sandbox>();
+      if (sb.state === 'started') return sb;
+      if (sb.state && FAILED.has(sb.state))
+        throw new ProviderError(
+          `${NAME}: sandbox ${id} is ${sb.state}: ${sb.errorReason || 'no reason given'}`,
+          0,
+        );
+      if (Date.now() > deadline)
+        throw new ProviderError(
+          `${NAME}: sandbox ${id} not started within ${Math.round(START_WAIT.ms / 1000)} s (state ${sb.state})`,
+          0,
+        );
+      return AGAIN;
+    },
+    { delayMs: START_WAIT.pollMs },
+  );
 }
 
 async function execute(c: ProviderCloud, st: ProviderState, command: string, timeoutSec: number) {

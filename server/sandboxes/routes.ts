@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import type { AppContext } from '../context.ts';
 import type { App } from '../http/app.ts';
-import { Body } from '../http/schema.ts';
+import { Body, SECURED } from '../http/schema.ts';
 import { createSandbox } from './sandboxes.ts';
 
 export const SandboxBody = Body({
@@ -17,14 +17,28 @@ export const SandboxBody = Body({
   timeout_sec: Type.Optional(Type.Integer({ minimum: 1, maximum: 86400 })),
 });
 
+const tags = ['sandboxes'];
+
 export function sandboxRoutes(app: App, ctx: AppContext): void {
-  app.post('/v1/sandboxes', { schema: { body: SandboxBody } }, async (req, reply) =>
-    reply.code(201).send(await createSandbox(ctx, req.caller, req.body)),
+  app.post(
+    '/v1/sandboxes',
+    {
+      schema: {
+        tags,
+        summary: 'Start a sandbox (a fork of a version, or an image) and wait until it is healthy',
+        security: SECURED,
+        body: SandboxBody,
+      },
+    },
+    async (req, reply) => reply.code(201).send(await createSandbox(ctx, req.caller, req.body)),
   );
   app.post(
     '/v1/targets/:name/sandboxes',
     {
       schema: {
+        tags,
+        summary: 'Start a sandbox on the named target (cloud) and wait until it is healthy',
+        security: SECURED,
         params: Type.Object({ name: Type.String({ minLength: 1, maxLength: 200 }) }),
         body: SandboxBody,
       },

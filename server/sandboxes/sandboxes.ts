@@ -1,5 +1,7 @@
 // Sandboxes (spec "POST /v1/sandboxes"): one environment for one episode, returned once healthy.
 // Either a fork of a healthy version (whole stack, data included) or one container from an image.
+
+import { findCloudByRef } from '../clouds/store.ts';
 import { ComposeError, imageSandboxSpec } from '../compose/index.ts';
 import type { AppContext } from '../context.ts';
 import type { Queryable } from '../db/types.ts';
@@ -104,11 +106,7 @@ export async function createSandbox(
   pin: string | null = null,
 ) {
   if (pin) {
-    const cloud = await ctx.db.get('SELECT id FROM clouds WHERE team_id = ? AND (name = ? OR id = ?)', [
-      caller.teamId,
-      pin,
-      pin,
-    ]);
+    const cloud = await findCloudByRef(ctx.db, caller.teamId, pin);
     if (!cloud) throw new NotFound(`no cloud named ${pin}`);
   }
   const warm = await claimWarm(ctx, caller, req, pin);

@@ -8,9 +8,9 @@ import { newId } from '../../protocol/ids.ts';
 import type { ContextRef } from '../../protocol/spec.ts';
 import { type ContextEntry, MAX_READ_BYTES, type ProjectContext } from '../compose/context.ts';
 import type { Db } from '../db/types.ts';
-import { now } from '../db/types.ts';
 import { BadRequest, NotFound } from '../errors.ts';
 import { indexArchive, readFiles, receive } from './archive.ts';
+import { getUpload, insertUpload } from './store.ts';
 
 export const UPLOAD_PREFIX = 'upl_';
 const ID = /^upl_[0-9a-z]{22}$/;
@@ -33,13 +33,7 @@ export async function createUpload(db: Db, dir: string, teamId: string, body: Re
     const entries = await indexArchive(tmp);
     await writeFile(indexPath(dir, id), JSON.stringify([...entries]));
     await rename(tmp, archivePath(dir, id));
-    await db.run('INSERT INTO uploads (id, team_id, sha256, bytes, created_at) VALUES (?, ?, ?, ?, ?)', [
-      id,
-      teamId,
-      sha256,
-      bytes,
-      now(),
-    ]);
+    await insertUpload(db, id, teamId, sha256, bytes);
     return { upload: id, sha256, bytes };
   } catch (err) {
     await rm(tmp, { force: true });
@@ -51,12 +45,9 @@ export async function createUpload(db: Db, dir: string, teamId: string, body: Re
 /** The team's upload, or 404 / 400 for a malformed id. */
 export async function findUpload(db: Db, teamId: string, id: string): Promise<Upload> {
   if (!ID.test(id)) throw new BadRequest(`context '${id.slice(0, 80)}' is not an upload id (upl_…)`);
-  const row = await db.get<{ id: string; sha256: string; bytes: number | string }>(
-    'SELECT id, sha256, bytes FROM uploads WHERE id = ? AND team_id = ?',
-    [id, teamId],
-  );
+  const row = await getUpload(db, teamId, id);
   if (!row) throw new NotFound(`upload ${id} not found`);
-  return { upload: row.id, sha256: row.sha256, bytes: Number(row.bytes) };
+  return { upload: row.id, sha256: row.sha256, bytes: row.bytes };
 }
 
 /** The parser's view of an upload: its index and the text of `wanted` files. */

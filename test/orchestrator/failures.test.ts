@@ -1,8 +1,28 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { frame } from '../../protocol/frames.ts';
+import { withTimeout } from '../../shared/concurrency.ts';
 import { forEachDialect } from '../support/server.ts';
 import { deploy, env, finished, joinFake, SIMPLE_COMPOSE, type World, waitFor, world } from './harness.ts';
+
+/**
+ * Resolves once the dispatcher has set aside `n` more results as not awaited (unknown, finished or
+ * foreign command ids): the event after which such a result has changed all it ever will.
+ */
+function setAside(w: World, n: number): Promise<void> {
+  const d = w.t.server.orchestrator.dispatcher;
+  const previous = d.onLateResult;
+  let seen = 0;
+  const all = new Promise<void>((resolve) => {
+    d.onLateResult = (hostId, f) => {
+      previous?.(hostId, f);
+      if (++seen < n) return;
+      d.onLateResult = previous;
+      resolve();
+    };
+  });
+  return withTimeout(all, 10_000, () => new Error(`only ${seen} of ${n} results were set aside`));
+}
 
 forEachDialect('failures: disconnects, timeouts, duplicates, ordering', (dialect) => {
   let w: World;
@@ -69,9 +89,10 @@ forEachDialect('failures: disconnects, timeouts, duplicates, ordering', (dialect
     w.t.server.orchestrator.dispatcher.defaultTimeoutMs = 15 * 60_000;
     assert.equal(out.deployment.Error, 'snapshot: env.snapshot timed out after 300 ms');
     const ok = { snapshot: 'late', datasets: [], frozen_for: 1, consistent: true };
+    const lateTwo = setAside(w, 2);
     w.sc.send(frame('result', { command_id: cmd.command_id, ok: true, payload: ok }));
     w.sc.send(frame('result', { command_id: cmd.command_id, ok: true, payload: ok }));
-    await new Promise((res) => setTimeout(res, 100));
+    await lateTwo;
     const row = await w.t.server.ctx.db.get<{ status: string; result: string | null }>(
       'SELECT status, result FROM commands WHERE id = ?',
       [cmd.command_id as string],
@@ -83,8 +104,9 @@ forEachDialect('failures: disconnects, timeouts, duplicates, ordering', (dialect
     const done = await finished(w.t, s.body.deployment.ID);
     assert.equal(done.deployment.Status, 'succeeded');
     const snapCmd = w.sc.commands('env.snapshot').at(-1)!;
+    const second = setAside(w, 1);
     w.sc.send(frame('result', { command_id: snapCmd.command_id, ok: false, error: 'second result' }));
-    await new Promise((res) => setTimeout(res, 100));
+    await second;
     const row2 = await w.t.server.ctx.db.get<{ status: string; error: string }>(
       'SELECT status, error FROM commands WHERE id = ?',
       [snapCmd.command_id as string],
@@ -99,6 +121,7 @@ forEachDialect('failures: disconnects, timeouts, duplicates, ordering', (dialect
       body: { service: 'app', cmd: ['id'], timeout_sec: 1 },
     });
     const cmd = await w.sc.nextCommand('env.exec');
+    const forged = setAside(w, 1);
     intruder.send(
       frame('result', {
         command_id: cmd.command_id as string,
@@ -106,7 +129,7 @@ forEachDialect('failures: disconnects, timeouts, duplicates, ordering', (dialect
         payload: { exit_code: 0, stdout: 'forged', stderr: '' },
       }),
     );
-    await new Promise((res) => setTimeout(res, 100));
+    await forged;
     w.sc.send(
       frame('result', {
         command_id: cmd.command_id as string,

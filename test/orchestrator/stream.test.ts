@@ -116,13 +116,17 @@ forEachDialect('host stream', (dialect) => {
       sc.hostId,
     ]);
     sc.heartbeat();
-    await new Promise((r) => setTimeout(r, 50));
-    await t.server.orchestrator.hub.flush();
-    const row = await t.server.ctx.db.get<{ last_seen_at: string }>(
-      'SELECT last_seen_at FROM hosts WHERE id = ?',
-      [sc.hostId],
-    );
-    assert.ok(Date.parse(row!.last_seen_at) > Date.now() - 60_000);
+    // The heartbeat is recorded once the hub has read it and flushed: wait (bounded) for that.
+    const seen = async () => {
+      await t.server.orchestrator.hub.flush();
+      const row = await t.server.ctx.db.get<{ last_seen_at: string }>(
+        'SELECT last_seen_at FROM hosts WHERE id = ?',
+        [sc.hostId],
+      );
+      return Date.parse(row!.last_seen_at) > Date.now() - 60_000;
+    };
+    await waitFor(seen, 10_000, 'the heartbeat to be recorded');
+    assert.ok(await seen());
     sc.ws.send('{"type":"nonsense"}');
     assert.equal((await sc.closed).code, 1008);
     const big = await joinFake(t);

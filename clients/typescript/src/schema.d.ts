@@ -613,6 +613,7 @@ export interface paths {
         };
       };
     };
+    /** Destroy the environment */
     delete: {
       parameters: {
         path: {
@@ -715,6 +716,7 @@ export interface paths {
     };
   };
   "/v1/envs/{env}/exec": {
+    /** Run a command in a service of the environment */
     post: {
       parameters: {
         path: {
@@ -761,6 +763,7 @@ export interface paths {
     };
   };
   "/v1/envs/{env}/files": {
+    /** Download a file or directory of a service as a tar archive */
     get: {
       parameters: {
         query: {
@@ -778,6 +781,7 @@ export interface paths {
         };
       };
     };
+    /** Upload a tar archive into a service of the environment */
     put: {
       parameters: {
         query: {
@@ -819,6 +823,7 @@ export interface paths {
     };
   };
   "/v1/envs/{env}/fork": {
+    /** Fork the environment (its current or a named version) into a new one */
     post: {
       parameters: {
         path: {
@@ -889,6 +894,7 @@ export interface paths {
     };
   };
   "/v1/envs/{env}/rollback": {
+    /** Roll the environment back to one of its versions */
     post: {
       parameters: {
         path: {
@@ -958,6 +964,7 @@ export interface paths {
     };
   };
   "/v1/envs/{env}/snapshot": {
+    /** Snapshot the environment into a new version */
     post: {
       parameters: {
         path: {
@@ -1020,6 +1027,7 @@ export interface paths {
     };
   };
   "/v1/envs/{env}/verify": {
+    /** Grade the environment: collect the submission, run the verifier, record the reward */
     post: {
       parameters: {
         path: {
@@ -1574,6 +1582,7 @@ export interface paths {
     };
   };
   "/v1/projects/{project}/deploy": {
+    /** Deploy a compose file to an environment of the project (alpha unless named) */
     post: {
       parameters: {
         path: {
@@ -1873,6 +1882,7 @@ export interface paths {
     };
   };
   "/v1/sandboxes": {
+    /** Start a sandbox (a fork of a version, or an image) and wait until it is healthy */
     post: {
       requestBody: {
         content: {
@@ -2005,6 +2015,7 @@ export interface paths {
     };
   };
   "/v1/targets/{name}/sandboxes": {
+    /** Start a sandbox on the named target (cloud) and wait until it is healthy */
     post: {
       parameters: {
         path: {

@@ -3,10 +3,10 @@
 import type { CommandKind, Payloads, Results } from '../../../protocol/commands.ts';
 import { commandTarget, HostUnavailable } from '../../hosts/command-target.ts';
 import type { CommandTarget } from '../../hosts/dispatcher.ts';
-import type { RunContext } from '../engine.ts';
+import type { PhaseContext } from '../engine.ts';
 
 /** The command target for a host of the deployment's team; throws when it cannot take commands. */
-export function targetOf(ctx: RunContext<unknown>, hostId: string): Promise<CommandTarget> {
+export function targetOf(ctx: PhaseContext<unknown>, hostId: string): Promise<CommandTarget> {
   return commandTarget(ctx.deps.db, ctx.deps.hub, ctx.dep.TeamID, hostId);
 }
 
@@ -17,7 +17,7 @@ export const RECONNECT_WAIT_MS = 30_000;
  * The command target of a host for cleanup after a failure: a sidecar that dropped (or was
  * restarted) usually reconnects within seconds, so it is given that time before giving up.
  */
-export async function targetAfterFailure(ctx: RunContext<unknown>, hostId: string): Promise<CommandTarget> {
+export async function targetAfterFailure(ctx: PhaseContext<unknown>, hostId: string): Promise<CommandTarget> {
   if (hostId) await ctx.deps.hub.waitConnected(hostId, RECONNECT_WAIT_MS);
   return targetOf(ctx, hostId);
 }
@@ -27,7 +27,11 @@ export async function targetAfterFailure(ctx: RunContext<unknown>, hostId: strin
  * the host can be reached now. One that comes back later is cleaned when the late result of its
  * create or fork arrives (deployments/late-results.ts).
  */
-export async function removeFromHost(ctx: RunContext<unknown>, envId: string, hostId: string): Promise<void> {
+export async function removeFromHost(
+  ctx: PhaseContext<unknown>,
+  envId: string,
+  hostId: string,
+): Promise<void> {
   if (!hostId) return;
   try {
     await send(ctx, await targetOf(ctx, hostId), envId, 'env.destroy', {});
@@ -40,12 +44,12 @@ export async function removeFromHost(ctx: RunContext<unknown>, envId: string, ho
   }
 }
 
-export function isReachable(ctx: RunContext<unknown>, hostKind: string, hostId: string): boolean {
+export function isReachable(ctx: PhaseContext<unknown>, hostKind: string, hostId: string): boolean {
   return hostKind !== 'sidecar' || ctx.deps.hub.isConnected(hostId);
 }
 
 export async function send<K extends CommandKind>(
-  ctx: RunContext<unknown>,
+  ctx: PhaseContext<unknown>,
   target: CommandTarget,
   envId: string,
   kind: K,
@@ -55,7 +59,7 @@ export async function send<K extends CommandKind>(
   return ctx.deps.dispatcher.run(target, envId, kind, payload, timeoutMs, ctx.signal);
 }
 
-export const tookMs = (ctx: RunContext<unknown>): number => Date.now() - ctx.startedAt;
+export const tookMs = (ctx: PhaseContext<unknown>): number => Date.now() - ctx.startedAt;
 
 /** The first service runs warm commands and the post-snapshot health check. */
 export function firstService(spec: { services: { name: string }[] }): string {

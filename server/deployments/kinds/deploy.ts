@@ -2,6 +2,7 @@
 import type { Results } from '../../../protocol/commands.ts';
 import { diskLimitMb, type EnvSpec } from '../../../protocol/spec.ts';
 import { snapshotRefusal } from '../../clouds/providers.ts';
+import { listClouds } from '../../clouds/store.ts';
 import {
   getEnv,
   getVersion,
@@ -11,7 +12,7 @@ import {
   updateEnv,
 } from '../../envs/store.ts';
 import { appendEvent } from '../../events/store.ts';
-import { type KindDef, PhaseFailure, type RunContext, Skip } from '../engine.ts';
+import { type KindDef, type PhaseContext, PhaseFailure, Skip } from '../engine.ts';
 import { place } from '../placement.ts';
 import { updateDeployment } from '../store.ts';
 import { firstService, removeFromHost, send, targetAfterFailure, targetOf, tookMs } from './common.ts';
@@ -37,7 +38,7 @@ interface DeployParams {
   snapshot_skipped?: boolean;
 }
 
-type Ctx = RunContext<DeployInput>;
+type Ctx = PhaseContext<DeployInput>;
 const p = (ctx: Ctx) => ctx.params as unknown as DeployParams;
 
 async function envOf(ctx: Ctx) {
@@ -81,20 +82,17 @@ async function placePhase(ctx: Ctx) {
 
 async function provision(ctx: Ctx) {
   if (p(ctx).host) return new Skip({ reason: 'a host was found' });
-  const clouds = await ctx.deps.db.all<{ id: string; provider: string; name: string; config: string }>(
-    "SELECT id, provider, name, config FROM clouds WHERE team_id = ? AND provider <> 'manual' ORDER BY created_at, id",
-    [ctx.dep.TeamID],
-  );
-  const cloud = clouds.find((c) => ctx.deps.provisioners.has(c.provider));
+  const clouds = await listClouds(ctx.deps.db, ctx.dep.TeamID);
+  const cloud = clouds.find((c) => c.Provider !== 'manual' && ctx.deps.provisioners.has(c.Provider));
   if (!cloud) throw new Error(NO_HOST_NO_CLOUD);
-  const joinToken = await ctx.deps.mintJoinToken(ctx.dep.TeamID, cloud.id);
-  const machine = await ctx.deps.provisioners.get(cloud.provider)!.provision(
+  const joinToken = await ctx.deps.mintJoinToken(ctx.dep.TeamID, cloud.ID);
+  const machine = await ctx.deps.provisioners.get(cloud.Provider)!.provision(
     {
-      ID: cloud.id,
+      ID: cloud.ID,
       TeamID: ctx.dep.TeamID,
-      Provider: cloud.provider,
-      Name: cloud.name,
-      Config: JSON.parse(cloud.config),
+      Provider: cloud.Provider,
+      Name: cloud.Name,
+      Config: cloud.Config,
     },
     {
       joinToken,
@@ -103,10 +101,10 @@ async function provision(ctx: Ctx) {
       name: `svc-${ctx.dep.EnvID.toLowerCase()}`,
     },
   );
-  p(ctx).provision_cloud = cloud.id;
+  p(ctx).provision_cloud = cloud.ID;
   const evidence = {
-    cloud: cloud.id,
-    provider: cloud.provider,
+    cloud: cloud.ID,
+    provider: cloud.Provider,
     ref: machine.ref,
     ip: machine.ip,
     name: machine.name,

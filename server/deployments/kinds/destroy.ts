@@ -2,10 +2,10 @@
 // accident); the environment is still marked destroyed.
 import { type EnvStatus, getEnv, updateEnv } from '../../envs/store.ts';
 import { getHostRow } from '../../hosts/store.ts';
-import { type KindDef, type RunContext, Skip } from '../engine.ts';
+import { type KindDef, type PhaseContext, Skip } from '../engine.ts';
 import { isReachable, send, targetAfterFailure, targetOf } from './common.ts';
 
-type Ctx = RunContext<unknown>;
+type Ctx = PhaseContext<unknown>;
 
 async function teardown(ctx: Ctx) {
   const env = await getEnv(ctx.deps.db, ctx.dep.TeamID, ctx.dep.EnvID);

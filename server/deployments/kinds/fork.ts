@@ -2,7 +2,7 @@
 // the request with stage `fork`); the clone runs on the host that holds the source snapshot.
 import { diskLimitMb } from '../../../protocol/spec.ts';
 import { getEnv, getVersion, updateEnv } from '../../envs/store.ts';
-import type { KindDef, RunContext } from '../engine.ts';
+import type { KindDef, PhaseContext } from '../engine.ts';
 import { removeFromHost, send, targetOf, tookMs } from './common.ts';
 
 interface ForkParams {
@@ -12,7 +12,7 @@ interface ForkParams {
   endpoints?: Record<string, string>;
 }
 
-type Ctx = RunContext<unknown>;
+type Ctx = PhaseContext<unknown>;
 const p = (ctx: Ctx) => ctx.params as unknown as ForkParams;
 
 async function sourceVersion(ctx: Ctx) {

@@ -1,10 +1,10 @@
 // rollback: restore, health, verdict. The version is a healthy snapshot of this environment
 // (checked by the request); the verdict makes it current.
 import { getEnv, getVersion, updateEnv } from '../../envs/store.ts';
-import type { KindDef, RunContext } from '../engine.ts';
+import type { KindDef, PhaseContext } from '../engine.ts';
 import { send, targetOf } from './common.ts';
 
-type Ctx = RunContext<unknown>;
+type Ctx = PhaseContext<unknown>;
 
 async function restore(ctx: Ctx) {
   const env = await getEnv(ctx.deps.db, ctx.dep.TeamID, ctx.dep.EnvID);

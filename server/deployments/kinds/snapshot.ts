@@ -1,10 +1,10 @@
 // snapshot: snapshot, health, verdict. The request created the new version row (same spec as the
 // current one) so its id is in the 202 response; the verdict makes it healthy and current.
 import { getEnv, getVersion, markVersionHealthy, updateEnv } from '../../envs/store.ts';
-import type { KindDef, RunContext } from '../engine.ts';
+import type { KindDef, PhaseContext } from '../engine.ts';
 import { firstService, send, targetOf, tookMs } from './common.ts';
 
-type Ctx = RunContext<unknown>;
+type Ctx = PhaseContext<unknown>;
 
 export const HEALTH_EXEC_TIMEOUT_SEC = 30;
 

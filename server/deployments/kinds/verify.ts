@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { diskLimitMb, type EnvSpec } from '../../../protocol/spec.ts';
 import { getEnv, getVersion, insertEnv, markVersionHealthy, updateEnv } from '../../envs/store.ts';
-import { type KindDef, type RunContext, Skip } from '../engine.ts';
+import { type KindDef, type PhaseContext, Skip } from '../engine.ts';
 import { updateDeployment } from '../store.ts';
 import { send, targetAfterFailure, targetOf, tookMs } from './common.ts';
 import { takeSnapshot } from './snapshot.ts';
@@ -24,7 +24,7 @@ interface VerifyParams {
   tests_digest?: string | null;
 }
 
-type Ctx = RunContext<unknown>;
+type Ctx = PhaseContext<unknown>;
 const p = (ctx: Ctx) => ctx.params as unknown as VerifyParams;
 
 async function agentEnv(ctx: Ctx) {

@@ -1,0 +1,169 @@
+// The one set of concurrency helpers every program uses (server, sidecar, CLI): a keyed serial
+// queue, deadlines as AbortSignals, and waits, retries and backoff. It imports nothing, so any
+// program may depend on it without breaking "programs -> server | sidecar | cli -> protocol".
+
+/**
+ * Runs tasks one at a time per key, in the order they were submitted; a task that fails does not
+ * stop the next. An empty key is no key: its task runs at once, beside everything else.
+ */
+export class KeyedQueue {
+  #tails = new Map<string, Promise<void>>();
+
+  /**
+   * Runs `fn` once every earlier task of `key` has settled. When `signal` aborts while the task
+   * is still waiting for its turn, it gives the turn up: `fn` never runs and this rejects with the
+   * signal's reason (the tasks after it still wait for the ones before it).
+   */
+  async run<T>(key: string, fn: () => Promise<T>, signal?: AbortSignal): Promise<T> {
+    if (!key) return fn();
+    const prev = this.#tails.get(key) ?? Promise.resolve();
+    let done!: () => void;
+    const mine = new Promise<void>((r) => {
+      done = r;
+    });
+    const tail = prev.then(() => mine);
+    this.#tails.set(key, tail);
+    try {
+      await untilAborted(
+        prev.then(
+          () => {},
+          () => {},
+        ),
+        signal,
+      );
+      return await fn();
+    } finally {
+      done();
+      if (this.#tails.get(key) === tail) this.#tails.delete(key);
+    }
+  }
+
+  /** Keys with a task queued or running. */
+  get size(): number {
+    return this.#tails.size;
+  }
+}
+
+/** Settles as `p` does, unless `signal` aborts first: then rejects with the signal's reason. */
+export function untilAborted<T>(p: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (!signal) return p;
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    p.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
+}
+
+export interface Deadline {
+  /** Aborts at the deadline, or when the parent signal aborts. */
+  readonly signal: AbortSignal;
+  /** Stops the timer and forgets the parent (call it when the work is over). */
+  clear(): void;
+}
+
+/**
+ * A signal that aborts with `onTimeout()` after `ms`, or earlier when `parent` aborts: then with
+ * `onParent(parent.reason)` (by default the parent's own reason).
+ */
+export function deadline(
+  ms: number,
+  onTimeout: () => unknown,
+  parent?: AbortSignal,
+  onParent: (reason: unknown) => unknown = (reason) => reason,
+): Deadline {
+  const ac = new AbortController();
+  const timer = setTimeout(() => ac.abort(onTimeout()), ms);
+  const fromParent = () => ac.abort(onParent(parent?.reason));
+  if (parent?.aborted) fromParent();
+  else parent?.addEventListener('abort', fromParent, { once: true });
+  return {
+    signal: ac.signal,
+    clear() {
+      clearTimeout(timer);
+      parent?.removeEventListener('abort', fromParent);
+    },
+  };
+}
+
+/** Settles as `p` does within `ms`; otherwise rejects with `onTimeout()`. */
+export async function withTimeout<T>(p: Promise<T>, ms: number, onTimeout: () => unknown): Promise<T> {
+  const d = deadline(ms, onTimeout);
+  try {
+    return await untilAborted(p, d.signal);
+  } finally {
+    d.clear();
+  }
+}
+
+/** Waits for `p` to settle, but at most `ms`: true when it settled (its outcome is ignored). */
+export async function settledWithin(p: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<false>((r) => {
+    timer = setTimeout(() => r(false), ms);
+  });
+  try {
+    return await Promise.race([
+      p.then(
+        () => true,
+        () => true,
+      ),
+      late,
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Waits `ms`; returns early (without an error) when `signal` aborts. */
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  if (signal?.aborted) return Promise.resolve();
+  return new Promise<void>((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener('abort', done, { once: true });
+  });
+}
+
+export interface Backoff {
+  baseMs: number;
+  capMs: number;
+  /** Up to this fraction is added at random (never subtracted), so peers do not retry in step. */
+  jitter?: number;
+}
+
+/** base·2^attempt, capped; the jitter only adds and the cap holds after it. */
+export function backoff(attempt: number, o: Backoff): number {
+  const base = Math.min(o.capMs, o.baseMs * 2 ** Math.max(0, attempt));
+  return Math.min(o.capMs, Math.round(base * (1 + Math.random() * (o.jitter ?? 0))));
+}
+
+/** Returned by a `retry` attempt that should be tried again after the delay. */
+export const AGAIN: unique symbol = Symbol('again');
+
+export interface RetryOptions {
+  /** The wait after attempt `n` (0-based) before the next one. */
+  delayMs: number | ((n: number) => number);
+  /** Ends the retries: the wait is cut short and `retry` rejects with the signal's reason. */
+  signal?: AbortSignal;
+}
+
+/**
+ * Calls `attempt(0)`, `attempt(1)`, ... until one returns something other than AGAIN, and returns
+ * that. An attempt that throws ends the retries with its error (it decides what is final).
+ */
+export async function retry<T>(
+  attempt: (n: number) => Promise<T | typeof AGAIN>,
+  o: RetryOptions,
+): Promise<T> {
+  for (let n = 0; ; n++) {
+    if (o.signal?.aborted) throw o.signal.reason;
+    const r = await attempt(n);
+    if (r !== AGAIN) return r;
+    await sleep(typeof o.delayMs === 'number' ? o.delayMs : o.delayMs(n), o.signal);
+  }
+}
