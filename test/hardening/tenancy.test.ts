@@ -43,6 +43,7 @@ forEachDialect('tenancy from /openapi.json', (dialect) => {
     a.id = [key.body.key.ID];
     a.name = ['a-cloud'];
     a.version = [done.deployment.VersionID];
+    a.ver = [done.deployment.VersionID];
   });
   after(async () => {
     await w.sc.close();
@@ -63,6 +64,7 @@ forEachDialect('tenancy from /openapi.json', (dialect) => {
       'POST /v1/envs/{env}/rollback': { version: a.version[0] },
       'POST /v1/envs/{env}/exec': { service: 'main', cmd: ['true'] },
       'POST /v1/targets/{name}/sandboxes': { image: 'redis:7' },
+      'POST /v1/versions/{ver}/pool': { size: 1 },
     };
     // B's first request touches its key's LastUsedAt; everything after must change nothing.
     assert.equal((await w.t.req('GET', '/v1/projects', { token: b.key })).status, 200);
