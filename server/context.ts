@@ -12,6 +12,8 @@ import type { Authenticator } from './identity/auth.ts';
 export interface HostConnectivity {
   /** True while a sidecar host has an open stream. Driver hosts are answered by their kind, not here. */
   isConnected(hostId: string): boolean;
+  /** How many sidecar hosts have an open stream now. */
+  connectedCount?(): number;
 }
 
 export interface AppContext {

@@ -107,6 +107,11 @@ export class Hub implements HostConnectivity, Transport {
     return this.#conns.has(hostId);
   }
 
+  /** Sidecar hosts with an open stream (GET /metrics). */
+  connectedCount(): number {
+    return this.#conns.size;
+  }
+
   write(hostId: string, f: Frame): boolean {
     const c = this.#conns.get(hostId);
     if (!c || c.ws.readyState !== WebSocket.OPEN) return false;

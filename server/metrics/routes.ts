@@ -6,13 +6,8 @@ import type { AppContext } from '../context.ts';
 import type { App } from '../http/app.ts';
 import { Metrics } from './metrics.ts';
 
-function hostsConnected(ctx: AppContext): number {
-  const hub = ctx.hub as AppContext['hub'] & { connectedCount?: () => number };
-  return hub.connectedCount?.() ?? 0;
-}
-
 export function metricsRoutes(app: App, ctx: AppContext): void {
-  const metrics = new Metrics({ hostsConnected: () => hostsConnected(ctx) });
+  const metrics = new Metrics({ hostsConnected: () => ctx.hub.connectedCount?.() ?? 0 });
   app.addHook('onResponse', async (req, reply) => {
     metrics.http.observe(
       { method: req.method, route: req.routeOptions.url ?? 'unmatched', status: String(reply.statusCode) },
