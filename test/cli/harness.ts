@@ -71,6 +71,20 @@ export function svc(args: string[], opts: RunOptions): Promise<Run> {
   });
 }
 
+/**
+ * An `onStdout` for `svc login --no-browser`: once the user code is printed, a console session
+ * approves it for `teamId` through the API (what a person does on the device page).
+ */
+export function approveWhenPrinted(t: TestServer, session: string, teamId: string): RunOptions['onStdout'] {
+  let approved = false;
+  return (soFar) => {
+    const code = /\b([A-Z]{4}-[A-Z]{4})\b/.exec(soFar)?.[1];
+    if (!code || approved) return;
+    approved = true;
+    void t.req('POST', '/v1/device/approve', { token: session, body: { user_code: code, team_id: teamId } });
+  };
+}
+
 /** Asserts the exit code, showing the whole run when it differs. */
 export function assertExit(r: Run, code: number): void {
   assert.equal(

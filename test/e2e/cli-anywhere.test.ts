@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { packCli } from '../../release/npm-package.ts';
 import { buildExecutable, hostArch } from '../../release/sea.ts';
-import { assertExit, type RunOptions, removeDir, svc, tempDir } from '../cli/harness.ts';
+import { approveWhenPrinted, assertExit, type RunOptions, removeDir, svc, tempDir } from '../cli/harness.ts';
 import { ensureTemplateImages } from '../support/images.ts';
 import { tier } from '../support/tiers.ts';
 import { type Real, startReal } from './real.ts';
@@ -69,21 +69,9 @@ describe('svc outside the checkout: single executable and npm package', { skip: 
       await r.t.req('POST', '/auth/dev-login', { token: false, body: { email: 'grace@example.com' } })
     ).body.token;
     const me = (await r.t.req('GET', '/v1/me', { token: session })).body;
-    let approved = false;
     const login = await svc(
       ['login', '--no-browser', '--server', r.t.url],
-      opts({
-        onStdout: (soFar) => {
-          const code = /\b([A-Z]{4}-[A-Z]{4})\b/.exec(soFar)?.[1];
-          if (code && !approved) {
-            approved = true;
-            void r.t.req('POST', '/v1/device/approve', {
-              token: session,
-              body: { user_code: code, team_id: me.team.ID },
-            });
-          }
-        },
-      }),
+      opts({ onStdout: approveWhenPrinted(r.t, session, me.team.ID) }),
     );
     assertExit(login, 0);
     assert.equal((await json(['whoami'])).team.ID, me.team.ID);

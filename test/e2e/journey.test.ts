@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { assertExit, removeDir, svc, tempDir } from '../cli/harness.ts';
+import { approveWhenPrinted, assertExit, removeDir, svc, tempDir } from '../cli/harness.ts';
 import { ensureTemplateImages } from '../support/images.ts';
 import { tier } from '../support/tiers.ts';
 import { type Real, startReal } from './real.ts';
@@ -40,20 +40,10 @@ describe('the new user journey, CLI only', { skip: tier('docker') }, () => {
       })
     ).body.token;
     const me = (await r.t.req('GET', '/v1/me', { token: session })).body;
-    let approved = false;
     const login = await svc(['login', '--no-browser', '--server', r.t.url], {
       home,
       env: {},
-      onStdout: (soFar) => {
-        const code = /\b([A-Z]{4}-[A-Z]{4})\b/.exec(soFar)?.[1];
-        if (code && !approved) {
-          approved = true;
-          void r.t.req('POST', '/v1/device/approve', {
-            token: session,
-            body: { user_code: code, team_id: me.team.ID },
-          });
-        }
-      },
+      onStdout: approveWhenPrinted(r.t, session, me.team.ID),
     });
     assertExit(login, 0);
     const configPath = join(home, '.config', 'svc', 'config.json');
