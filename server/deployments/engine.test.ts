@@ -6,6 +6,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { Type } from '@sinclair/typebox';
 import type { Frame } from '../../protocol/frames.ts';
 import { openDb } from '../db/open.ts';
 import type { Db, Param } from '../db/types.ts';
@@ -59,6 +60,7 @@ describe('engine: no failure is lost', () => {
 
   const kind: KindDef<unknown> = {
     kind: 'snapshot',
+    params: Type.Object({}),
     phases: [
       { name: 'first', run: async () => ({ did: 'first' }) },
       {
@@ -110,7 +112,7 @@ describe('engine: no failure is lost', () => {
       sidecarUrl: 'http://127.0.0.1:1/svcd',
       joinWaitMs: 0,
     };
-    engine = new DeploymentEngine(deps, [kind as KindDef<never>]);
+    engine = new DeploymentEngine(deps, [kind as unknown as KindDef<never, never>]);
   });
   after(async () => {
     await db.close();

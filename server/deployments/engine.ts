@@ -14,6 +14,18 @@ import { type PhaseFinished, phaseFinished } from '../metrics/channels.ts';
 import { bounded, CANCEL_GRACE_MS } from './bounded.ts';
 import type { OrchestratorDeps } from './deps.ts';
 import {
+  checkedParams,
+  type Failure,
+  type KindDef,
+  type PhaseContext,
+  type PhaseDef,
+  PhaseFailure,
+  phaseContext,
+  phaseNames,
+  Skip,
+  type Verdict,
+} from './kind.ts';
+import {
   type Deployment,
   type DeploymentStatus,
   getDeploymentAnyTeam,
@@ -26,61 +38,24 @@ import {
   updatePhase,
 } from './store.ts';
 
-/** Returned by a phase that this deployment does not need; its evidence says why. */
-export class Skip {
-  readonly evidence: unknown;
-  constructor(evidence: unknown = null) {
-    this.evidence = evidence;
-  }
-}
+export {
+  type AnyPhaseContext,
+  defineKind,
+  type Failure,
+  type KindDef,
+  type PhaseContext,
+  type PhaseDef,
+  PhaseFailure,
+  phaseNames,
+  Skip,
+  type Verdict,
+} from './kind.ts';
 
-/** A phase failure that still has evidence to record (e.g. a warm command's exit and stderr). */
-export class PhaseFailure extends Error {
-  readonly evidence: unknown;
-  constructor(message: string, evidence: unknown) {
-    super(message);
-    this.evidence = evidence;
-  }
-}
-
-export interface PhaseContext<I> {
-  deps: OrchestratorDeps;
-  dep: Deployment & { TeamID: string };
-  /** Persisted with the deployment after every phase, so a verdict after a restart can read it. */
-  params: Record<string, unknown>;
-  /** In-memory input from the request (e.g. the parsed spec); absent when recovering. */
-  input: I | null;
-  startedAt: number;
-  /** Aborted when the running phase (or verdict) reaches its time limit: pass it to every command. */
-  signal: AbortSignal;
-}
-
-export interface Failure {
-  phase: string;
-  message: string;
-}
-
-export interface Verdict {
-  status: Exclude<DeploymentStatus, 'pending' | 'running'>;
-  evidence: unknown;
-}
-
-export interface PhaseDef<I> {
-  name: string;
-  run(ctx: PhaseContext<I>): Promise<unknown>;
-}
-
-export interface KindDef<I> {
-  kind: NewDeployment['kind'];
-  phases: readonly PhaseDef<I>[];
-  verdict(ctx: PhaseContext<I>, failure: Failure | null): Promise<Verdict>;
-}
-
-export const phaseNames = (k: KindDef<unknown>): string[] => [...k.phases.map((p) => p.name), 'verdict'];
+type AnyKind = KindDef<unknown>;
 
 export class DeploymentEngine {
   readonly deps: OrchestratorDeps;
-  #kinds = new Map<string, KindDef<unknown>>();
+  #kinds = new Map<string, AnyKind>();
   #finished = new EventEmitter();
   /** One deployment at a time per environment. */
   #queue = new KeyedQueue();
@@ -89,9 +64,9 @@ export class DeploymentEngine {
   cancelGraceMs = CANCEL_GRACE_MS;
   recoveryHostWaitMs = 30_000;
 
-  constructor(deps: OrchestratorDeps, kinds: KindDef<never>[]) {
+  constructor(deps: OrchestratorDeps, kinds: KindDef<never, never>[]) {
     this.deps = deps;
-    for (const k of kinds) this.#kinds.set(k.kind, k as KindDef<unknown>);
+    for (const k of kinds) this.#kinds.set(k.kind, k as unknown as AnyKind);
     this.#finished.setMaxListeners(0);
   }
 
@@ -148,7 +123,7 @@ export class DeploymentEngine {
    * appends `deployment.finished` and is logged.
    */
   async #guarded(
-    kind: KindDef<unknown>,
+    kind: AnyKind,
     id: string,
     input: unknown,
     recovery: { failure: Failure | null } | null,
@@ -188,21 +163,14 @@ export class DeploymentEngine {
   }
 
   async #run(
-    kind: KindDef<unknown>,
+    kind: AnyKind,
     id: string,
     input: unknown,
     recovery: { failure: Failure | null } | null,
   ): Promise<void> {
     const dep = await getDeploymentAnyTeam(this.db, id);
     if (!dep) return;
-    const ctx: PhaseContext<unknown> = {
-      deps: this.deps,
-      dep,
-      params: { ...dep.Params },
-      input,
-      startedAt: Date.now(),
-      signal: new AbortController().signal,
-    };
+    const ctx = phaseContext(this.deps, dep, checkedParams(kind, dep.Params), input);
     const phases = await listPhases(this.db, id);
     let failure = recovery ? recovery.failure : null;
     if (recovery) await this.#hostBack(dep);
@@ -258,7 +226,7 @@ export class DeploymentEngine {
   }
 
   async #verdict(
-    kind: KindDef<unknown>,
+    kind: AnyKind,
     ctx: PhaseContext<unknown>,
     seq: number,
     failure: Failure | null,

@@ -1,14 +1,9 @@
-// Small pieces every kind uses: the command target of an environment's host, and the shapes
-// evidence takes from command results.
+// Small pieces every kind uses: cleanup targets, sending a command, and the phases kinds share.
 import type { CommandKind, Payloads, Results } from '../../../protocol/commands.ts';
-import { commandTarget, HostUnavailable } from '../../hosts/command-target.ts';
+import { updateEnv } from '../../envs/store.ts';
+import { HostUnavailable } from '../../hosts/command-target.ts';
 import type { CommandTarget } from '../../hosts/dispatcher.ts';
-import type { PhaseContext } from '../engine.ts';
-
-/** The command target for a host of the deployment's team; throws when it cannot take commands. */
-export function targetOf(ctx: PhaseContext<unknown>, hostId: string): Promise<CommandTarget> {
-  return commandTarget(ctx.deps.db, ctx.deps.hub, ctx.dep.TeamID, hostId);
-}
+import type { AnyPhaseContext, PhaseDef } from '../engine.ts';
 
 /** How long cleanup after a failure waits for a sidecar whose stream dropped to reconnect. */
 export const RECONNECT_WAIT_MS = 30_000;
@@ -17,9 +12,9 @@ export const RECONNECT_WAIT_MS = 30_000;
  * The command target of a host for cleanup after a failure: a sidecar that dropped (or was
  * restarted) usually reconnects within seconds, so it is given that time before giving up.
  */
-export async function targetAfterFailure(ctx: PhaseContext<unknown>, hostId: string): Promise<CommandTarget> {
+export async function targetAfterFailure(ctx: AnyPhaseContext, hostId: string): Promise<CommandTarget> {
   if (hostId) await ctx.deps.hub.waitConnected(hostId, RECONNECT_WAIT_MS);
-  return targetOf(ctx, hostId);
+  return ctx.target(hostId);
 }
 
 /**
@@ -27,14 +22,10 @@ export async function targetAfterFailure(ctx: PhaseContext<unknown>, hostId: str
  * the host can be reached now. One that comes back later is cleaned when the late result of its
  * create or fork arrives (deployments/late-results.ts).
  */
-export async function removeFromHost(
-  ctx: PhaseContext<unknown>,
-  envId: string,
-  hostId: string,
-): Promise<void> {
+export async function removeFromHost(ctx: AnyPhaseContext, envId: string, hostId: string): Promise<void> {
   if (!hostId) return;
   try {
-    await send(ctx, await targetOf(ctx, hostId), envId, 'env.destroy', {});
+    await send(ctx, await ctx.target(hostId), envId, 'env.destroy', {});
   } catch (err) {
     if (err instanceof HostUnavailable) return;
     ctx.deps.log.warn(
@@ -44,12 +35,12 @@ export async function removeFromHost(
   }
 }
 
-export function isReachable(ctx: PhaseContext<unknown>, hostKind: string, hostId: string): boolean {
+export function isReachable(ctx: AnyPhaseContext, hostKind: string, hostId: string): boolean {
   return hostKind !== 'sidecar' || ctx.deps.hub.isConnected(hostId);
 }
 
 export async function send<K extends CommandKind>(
-  ctx: PhaseContext<unknown>,
+  ctx: AnyPhaseContext,
   target: CommandTarget,
   envId: string,
   kind: K,
@@ -59,7 +50,7 @@ export async function send<K extends CommandKind>(
   return ctx.deps.dispatcher.run(target, envId, kind, payload, timeoutMs, ctx.signal);
 }
 
-export const tookMs = (ctx: PhaseContext<unknown>): number => Date.now() - ctx.startedAt;
+export const tookMs = (ctx: AnyPhaseContext): number => Date.now() - ctx.startedAt;
 
 /** The first service runs warm commands and the post-snapshot health check. */
 export function firstService(spec: { services: { name: string }[] }): string {
@@ -67,3 +58,16 @@ export function firstService(spec: { services: { name: string }[] }): string {
   if (!s) throw new Error('spec has no services');
   return s.name;
 }
+
+/**
+ * The health phase of kinds that start an environment from a create or a fork: the endpoints the
+ * host reported become the environment's.
+ */
+export const endpointsHealth: PhaseDef<unknown, { endpoints?: Record<string, string> }> = {
+  name: 'health',
+  async run(ctx) {
+    const endpoints = ctx.params.endpoints ?? {};
+    await updateEnv(ctx.deps.db, ctx.dep.EnvID, { endpoints });
+    return { endpoints };
+  },
+};

@@ -1,10 +1,10 @@
 // deploy: resolve, place, provision, join, prepare, start, health, warm, snapshot, ingress, verdict.
+import { type Static, Type } from '@sinclair/typebox';
 import type { Results } from '../../../protocol/commands.ts';
 import { diskLimitMb, type EnvSpec } from '../../../protocol/spec.ts';
 import { snapshotRefusal } from '../../clouds/providers.ts';
 import { listClouds } from '../../clouds/store.ts';
 import {
-  getEnv,
   getVersion,
   insertVersion,
   markVersionHealthy,
@@ -12,10 +12,10 @@ import {
   updateEnv,
 } from '../../envs/store.ts';
 import { appendEvent } from '../../events/store.ts';
-import { type KindDef, type PhaseContext, PhaseFailure, Skip } from '../engine.ts';
+import { defineKind, type PhaseContext, PhaseFailure, Skip } from '../engine.ts';
 import { place } from '../placement.ts';
 import { updateDeployment } from '../store.ts';
-import { firstService, removeFromHost, send, targetAfterFailure, targetOf, tookMs } from './common.ts';
+import { endpointsHealth, firstService, removeFromHost, send, targetAfterFailure, tookMs } from './common.ts';
 
 export const WARM_TIMEOUT_SEC = 600;
 export const NO_HOST_NO_CLOUD =
@@ -26,39 +26,31 @@ export interface DeployInput {
 }
 
 /** Persisted params: what the request asked for and what the phases decided. */
-interface DeployParams {
-  env: string;
-  warm: string[] | null;
-  target: string | null;
-  previous_version?: string;
-  host?: string;
-  provision_cloud?: string;
-  endpoints?: Record<string, string>;
-  started_in?: number;
-  snapshot_skipped?: boolean;
-}
+const DeployParams = Type.Object({
+  env: Type.String(),
+  warm: Type.Union([Type.Array(Type.String()), Type.Null()]),
+  target: Type.Union([Type.String(), Type.Null()]),
+  previous_version: Type.Optional(Type.String()),
+  host: Type.Optional(Type.String()),
+  provision_cloud: Type.Optional(Type.String()),
+  endpoints: Type.Optional(Type.Record(Type.String(), Type.String())),
+  started_in: Type.Optional(Type.Number()),
+  snapshot_skipped: Type.Optional(Type.Boolean()),
+});
+type DeployParams = Static<typeof DeployParams>;
 
-type Ctx = PhaseContext<DeployInput>;
-const p = (ctx: Ctx) => ctx.params as unknown as DeployParams;
-
-async function envOf(ctx: Ctx) {
-  const env = await getEnv(ctx.deps.db, ctx.dep.TeamID, ctx.dep.EnvID);
-  if (!env) throw new Error('environment no longer exists');
-  return env;
-}
+type Ctx = PhaseContext<DeployInput, DeployParams>;
 
 async function specOf(ctx: Ctx): Promise<EnvSpec> {
-  const v = await getVersion(ctx.deps.db, ctx.dep.TeamID, ctx.dep.VersionID);
-  if (!v) throw new Error('version not resolved');
-  return v.Spec;
+  return (await ctx.version('version not resolved')).Spec;
 }
 
 async function resolve(ctx: Ctx) {
   if (!ctx.input) throw new Error('no compose spec to resolve');
-  const env = await envOf(ctx);
+  const env = await ctx.env();
   if (env.CurrentVersionID) {
     const prev = await getVersion(ctx.deps.db, ctx.dep.TeamID, env.CurrentVersionID);
-    if (prev?.Healthy && prev.Snapshot) p(ctx).previous_version = prev.ID;
+    if (prev?.Healthy && prev.Snapshot) ctx.params.previous_version = prev.ID;
   }
   const { spec } = ctx.input;
   const version = await insertVersion(ctx.deps.db, { projectId: env.ProjectID, envId: env.ID, spec });
@@ -74,14 +66,14 @@ async function resolve(ctx: Ctx) {
 }
 
 async function placePhase(ctx: Ctx) {
-  const placed = await place(ctx.deps, ctx.dep.TeamID, await envOf(ctx), p(ctx).target);
+  const placed = await place(ctx.deps, ctx.dep.TeamID, await ctx.env(), ctx.params.target);
   if ('provision' in placed) return { host: '', reason: placed.reason };
-  p(ctx).host = placed.hostId;
+  ctx.params.host = placed.hostId;
   return { host: placed.hostId, reason: placed.reason };
 }
 
 async function provision(ctx: Ctx) {
-  if (p(ctx).host) return new Skip({ reason: 'a host was found' });
+  if (ctx.params.host) return new Skip({ reason: 'a host was found' });
   const clouds = await listClouds(ctx.deps.db, ctx.dep.TeamID);
   const cloud = clouds.find((c) => c.Provider !== 'manual' && ctx.deps.provisioners.has(c.Provider));
   if (!cloud) throw new Error(NO_HOST_NO_CLOUD);
@@ -101,7 +93,7 @@ async function provision(ctx: Ctx) {
       name: `svc-${ctx.dep.EnvID.toLowerCase()}`,
     },
   );
-  p(ctx).provision_cloud = cloud.ID;
+  ctx.params.provision_cloud = cloud.ID;
   const evidence = {
     cloud: cloud.ID,
     provider: cloud.Provider,
@@ -114,14 +106,14 @@ async function provision(ctx: Ctx) {
 }
 
 async function join(ctx: Ctx) {
-  if (p(ctx).host) return new Skip({ reason: 'placed on a connected host' });
+  if (ctx.params.host) return new Skip({ reason: 'placed on a connected host' });
   const started = Date.now();
   const hostId = await ctx.deps.hub.waitForHost(
     ctx.dep.TeamID,
-    p(ctx).provision_cloud ?? '',
+    ctx.params.provision_cloud ?? '',
     ctx.deps.joinWaitMs,
   );
-  p(ctx).host = hostId;
+  ctx.params.host = hostId;
   return { host: hostId, joined_in_ms: Date.now() - started };
 }
 
@@ -130,8 +122,8 @@ export const multiServiceOnProvider = (provider: string, services: number): stri
   `${provider} runs one container per environment; use your machines for multi-service stacks (${services} services declared)`;
 
 async function prepare(ctx: Ctx) {
-  const hostId = p(ctx).host as string;
-  const target = await targetOf(ctx, hostId);
+  const hostId = ctx.params.host as string;
+  const target = await ctx.target(hostId);
   const spec = await specOf(ctx);
   if (target.kind.startsWith('driver:') && spec.services.length > 1) {
     throw new Error(multiServiceOnProvider(target.kind.slice('driver:'.length), spec.services.length));
@@ -142,14 +134,14 @@ async function prepare(ctx: Ctx) {
     services: spec.services,
     volumes: spec.volumes,
     from_snapshot: '',
-    warm: p(ctx).warm,
+    warm: ctx.params.warm,
     egress: spec.egress,
     ...contextPayload(ctx, spec),
     agent: spec.agent?.service ?? '',
     disk_mb: diskLimitMb(spec),
   });
-  p(ctx).endpoints = r.endpoints;
-  p(ctx).started_in = r.started_in;
+  ctx.params.endpoints = r.endpoints;
+  ctx.params.started_in = r.started_in;
   await setVersionDigests(ctx.deps.db, ctx.dep.VersionID, r.digests ?? {});
   // A driver host says what its provider enforces of the egress rule instead of degrading silently.
   const said = r.enforcement ? { egress: r.enforcement, caps: r.caps, sandbox: r.sandbox } : {};
@@ -173,19 +165,13 @@ function contextPayload(ctx: Ctx, spec: EnvSpec) {
 }
 
 async function start(ctx: Ctx) {
-  return { started_in_ms: p(ctx).started_in ?? 0 };
-}
-
-async function health(ctx: Ctx) {
-  const endpoints = p(ctx).endpoints ?? {};
-  await updateEnv(ctx.deps.db, ctx.dep.EnvID, { endpoints });
-  return { endpoints };
+  return { started_in_ms: ctx.params.started_in ?? 0 };
 }
 
 async function warm(ctx: Ctx) {
-  const argv = p(ctx).warm;
+  const argv = ctx.params.warm;
   if (!argv || argv.length === 0) return new Skip({ reason: 'no warm command' });
-  const target = await targetOf(ctx, p(ctx).host as string);
+  const target = await ctx.target(ctx.params.host as string);
   const service = firstService(await specOf(ctx));
   const r = await send(
     ctx,
@@ -205,11 +191,11 @@ async function warm(ctx: Ctx) {
 }
 
 async function snapshot(ctx: Ctx) {
-  const target = await targetOf(ctx, p(ctx).host as string);
+  const target = await ctx.target(ctx.params.host as string);
   // A provider that cannot snapshot a running sandbox does not fail the deploy for it.
   const refused = snapshotRefusal(target.kind);
   if (refused) {
-    p(ctx).snapshot_skipped = true;
+    ctx.params.snapshot_skipped = true;
     return new Skip({ reason: refused });
   }
   const r = await send(ctx, target, ctx.dep.EnvID, 'env.snapshot', { name: ctx.dep.VersionID });
@@ -217,14 +203,14 @@ async function snapshot(ctx: Ctx) {
 }
 
 async function ingress(ctx: Ctx) {
-  return new Skip({ endpoints: p(ctx).endpoints ?? {}, names: 'pending ingress proxy' });
+  return new Skip({ endpoints: ctx.params.endpoints ?? {}, names: 'pending ingress proxy' });
 }
 
 async function verdict(ctx: Ctx, failure: { phase: string } | null) {
   const db = ctx.deps.db;
   if (!failure) {
     // env.snapshot is named after the version id; healthy without one when the provider refused it
-    const snap = p(ctx).snapshot_skipped ? '' : ctx.dep.VersionID;
+    const snap = ctx.params.snapshot_skipped ? '' : ctx.dep.VersionID;
     await markVersionHealthy(db, ctx.dep.VersionID, snap);
     await updateEnv(db, ctx.dep.EnvID, { currentVersionId: ctx.dep.VersionID, status: 'running' });
     return {
@@ -232,8 +218,8 @@ async function verdict(ctx: Ctx, failure: { phase: string } | null) {
       evidence: { version: ctx.dep.VersionID, snapshot: snap, took_ms: tookMs(ctx) },
     };
   }
-  const env = await envOf(ctx);
-  const prevId = p(ctx).previous_version;
+  const env = await ctx.env();
+  const prevId = ctx.params.previous_version;
   if (!prevId) {
     // A first create that failed leaves nothing behind on the host; an environment that already
     // runs a version (one with no snapshot to roll back to, e.g. on a provider) is left running.
@@ -261,8 +247,9 @@ async function verdict(ctx: Ctx, failure: { phase: string } | null) {
   }
 }
 
-export const deployKind: KindDef<DeployInput> = {
+export const deployKind = defineKind<DeployInput, DeployParams>({
   kind: 'deploy',
+  params: DeployParams,
   phases: [
     { name: 'resolve', run: resolve },
     { name: 'place', run: placePhase },
@@ -270,10 +257,10 @@ export const deployKind: KindDef<DeployInput> = {
     { name: 'join', run: join },
     { name: 'prepare', run: prepare },
     { name: 'start', run: start },
-    { name: 'health', run: health },
+    endpointsHealth,
     { name: 'warm', run: warm },
     { name: 'snapshot', run: snapshot },
     { name: 'ingress', run: ingress },
   ],
   verdict,
-};
+});

@@ -1,15 +1,19 @@
 // destroy: teardown, verdict. An unreachable host keeps its datasets (nothing is lost by
 // accident); the environment is still marked destroyed.
+import { type Static, Type } from '@sinclair/typebox';
 import { type EnvStatus, getEnv, updateEnv } from '../../envs/store.ts';
 import { getHostRow } from '../../hosts/store.ts';
-import { type KindDef, type PhaseContext, Skip } from '../engine.ts';
-import { isReachable, send, targetAfterFailure, targetOf } from './common.ts';
+import { defineKind, type PhaseContext, Skip } from '../engine.ts';
+import { isReachable, send, targetAfterFailure } from './common.ts';
 
-type Ctx = PhaseContext<unknown>;
+/** The environment's status before the teardown, restored when a failed teardown cannot be retried. */
+const DestroyParams = Type.Object({ status_before: Type.Optional(Type.String()) });
+type DestroyParams = Static<typeof DestroyParams>;
+
+type Ctx = PhaseContext<unknown, DestroyParams>;
 
 async function teardown(ctx: Ctx) {
-  const env = await getEnv(ctx.deps.db, ctx.dep.TeamID, ctx.dep.EnvID);
-  if (!env) throw new Error('environment no longer exists');
+  const env = await ctx.env();
   if (!env.HostID) return new Skip({ reason: 'environment was never placed on a host' });
   const host = await getHostRow(ctx.deps.db, env.HostID);
   if (!host || !isReachable(ctx, host.kind, host.id)) {
@@ -17,7 +21,7 @@ async function teardown(ctx: Ctx) {
   }
   ctx.params.status_before = env.Status;
   await updateEnv(ctx.deps.db, env.ID, { status: 'destroying' });
-  await send(ctx, await targetOf(ctx, env.HostID), env.ID, 'env.destroy', {});
+  await send(ctx, await ctx.target(env.HostID), env.ID, 'env.destroy', {});
   return null;
 }
 
@@ -47,8 +51,9 @@ async function verdict(ctx: Ctx, failure: { message: string } | null) {
   return { status: 'succeeded' as const, evidence: null };
 }
 
-export const destroyKind: KindDef<unknown> = {
+export const destroyKind = defineKind<unknown, DestroyParams>({
   kind: 'destroy',
+  params: DestroyParams,
   phases: [{ name: 'teardown', run: teardown }],
   verdict,
-};
+});

@@ -1,23 +1,24 @@
 // fork: place, clone, health, verdict. The deployment's EnvID is the NEW environment (created by
 // the request with stage `fork`); the clone runs on the host that holds the source snapshot.
+import { type Static, Type } from '@sinclair/typebox';
 import { diskLimitMb } from '../../../protocol/spec.ts';
 import { getEnv, getVersion, updateEnv } from '../../envs/store.ts';
-import type { KindDef, PhaseContext } from '../engine.ts';
-import { removeFromHost, send, targetOf, tookMs } from './common.ts';
+import { defineKind, type PhaseContext } from '../engine.ts';
+import { endpointsHealth, removeFromHost, send, tookMs } from './common.ts';
 
-interface ForkParams {
-  from_env: string;
-  version: string;
-  host?: string;
-  endpoints?: Record<string, string>;
-}
+const ForkParams = Type.Object({
+  from_env: Type.String(),
+  version: Type.String(),
+  host: Type.Optional(Type.String()),
+  endpoints: Type.Optional(Type.Record(Type.String(), Type.String())),
+});
+type ForkParams = Static<typeof ForkParams>;
 
-type Ctx = PhaseContext<unknown>;
-const p = (ctx: Ctx) => ctx.params as unknown as ForkParams;
+type Ctx = PhaseContext<unknown, ForkParams>;
 
 async function sourceVersion(ctx: Ctx) {
-  const v = await getVersion(ctx.deps.db, ctx.dep.TeamID, p(ctx).version);
-  if (!v?.Healthy || !v.Snapshot) throw new Error(`version ${p(ctx).version} is not a healthy snapshot`);
+  const v = await getVersion(ctx.deps.db, ctx.dep.TeamID, ctx.params.version);
+  if (!v?.Healthy || !v.Snapshot) throw new Error(`version ${ctx.params.version} is not a healthy snapshot`);
   return v;
 }
 
@@ -25,15 +26,15 @@ async function placePhase(ctx: Ctx) {
   const v = await sourceVersion(ctx);
   const owner = await getEnv(ctx.deps.db, ctx.dep.TeamID, v.EnvID);
   if (!owner) throw new Error(`environment ${v.EnvID} holding the snapshot is gone`);
-  await targetOf(ctx, owner.HostID);
-  p(ctx).host = owner.HostID;
+  await ctx.target(owner.HostID);
+  ctx.params.host = owner.HostID;
   await updateEnv(ctx.deps.db, ctx.dep.EnvID, { hostId: owner.HostID });
   return { host: owner.HostID, reason: 'same host as source snapshot' };
 }
 
 async function clone(ctx: Ctx) {
   const v = await sourceVersion(ctx);
-  const target = await targetOf(ctx, p(ctx).host as string);
+  const target = await ctx.target(ctx.params.host as string);
   const r = await send(ctx, target, ctx.dep.EnvID, 'env.fork', {
     from_env: v.EnvID,
     from_snapshot: v.Snapshot,
@@ -43,19 +44,13 @@ async function clone(ctx: Ctx) {
     agent: v.Spec.agent?.service ?? '',
     disk_mb: diskLimitMb(v.Spec),
   });
-  p(ctx).endpoints = r.endpoints;
+  ctx.params.endpoints = r.endpoints;
   return { forked_in_ms: r.forked_in, from: v.Snapshot };
-}
-
-async function health(ctx: Ctx) {
-  const endpoints = p(ctx).endpoints ?? {};
-  await updateEnv(ctx.deps.db, ctx.dep.EnvID, { endpoints });
-  return { endpoints };
 }
 
 async function verdict(ctx: Ctx, failure: unknown) {
   // A failed fork leaves nothing behind on the host.
-  if (failure) await removeFromHost(ctx, ctx.dep.EnvID, p(ctx).host ?? '');
+  if (failure) await removeFromHost(ctx, ctx.dep.EnvID, ctx.params.host ?? '');
   await updateEnv(ctx.deps.db, ctx.dep.EnvID, { status: failure ? 'failed' : 'running' });
   return {
     status: failure ? ('failed' as const) : ('succeeded' as const),
@@ -63,12 +58,9 @@ async function verdict(ctx: Ctx, failure: unknown) {
   };
 }
 
-export const forkKind: KindDef<unknown> = {
+export const forkKind = defineKind<unknown, ForkParams>({
   kind: 'fork',
-  phases: [
-    { name: 'place', run: placePhase },
-    { name: 'clone', run: clone },
-    { name: 'health', run: health },
-  ],
+  params: ForkParams,
+  phases: [{ name: 'place', run: placePhase }, { name: 'clone', run: clone }, endpointsHealth],
   verdict,
-};
+});

@@ -16,4 +16,4 @@ export const KINDS = [
   verifyKind,
   destroyKind,
   promoteKind,
-] as KindDef<never>[];
+] as unknown as KindDef<never, never>[];

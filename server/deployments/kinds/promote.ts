@@ -1,6 +1,7 @@
 // promote is declared by the spec (gate phases, apply, verdict) but no route starts it; its
 // phases fail clearly if it were ever run, rather than pretending to promote anything.
-import type { KindDef } from '../engine.ts';
+import { Type } from '@sinclair/typebox';
+import { defineKind } from '../engine.ts';
 
 const notAvailable = async () => {
   throw new Error('promote is not available');
@@ -15,8 +16,9 @@ export const PROMOTE_PHASES = [
   'apply',
 ];
 
-export const promoteKind: KindDef<unknown> = {
+export const promoteKind = defineKind({
   kind: 'promote',
+  params: Type.Object({}),
   phases: PROMOTE_PHASES.map((name) => ({ name, run: notAvailable })),
   verdict: async () => ({ status: 'failed', evidence: null }),
-};
+});

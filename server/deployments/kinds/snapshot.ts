@@ -1,18 +1,16 @@
 // snapshot: snapshot, health, verdict. The request created the new version row (same spec as the
 // current one) so its id is in the 202 response; the verdict makes it healthy and current.
-import { getEnv, getVersion, markVersionHealthy, updateEnv } from '../../envs/store.ts';
-import type { KindDef, PhaseContext } from '../engine.ts';
-import { firstService, send, targetOf, tookMs } from './common.ts';
+import { type Static, Type } from '@sinclair/typebox';
+import { markVersionHealthy, updateEnv } from '../../envs/store.ts';
+import { defineKind, type PhaseContext } from '../engine.ts';
+import { firstService, send, tookMs } from './common.ts';
 
-type Ctx = PhaseContext<unknown>;
+const SnapshotParams = Type.Object({ snapshot: Type.Optional(Type.String()) });
+type SnapshotParams = Static<typeof SnapshotParams>;
+
+type Ctx = PhaseContext<unknown, SnapshotParams>;
 
 export const HEALTH_EXEC_TIMEOUT_SEC = 30;
-
-async function envOf(ctx: Ctx) {
-  const env = await getEnv(ctx.deps.db, ctx.dep.TeamID, ctx.dep.EnvID);
-  if (!env) throw new Error('environment no longer exists');
-  return env;
-}
 
 /** Shared with deploy and verify: capture every volume under `name`. */
 export async function takeSnapshot(
@@ -22,7 +20,7 @@ export async function takeSnapshot(
   name: string,
   keepPaused?: string[],
 ) {
-  const target = await targetOf(ctx, hostId);
+  const target = await ctx.target(hostId);
   const r = await send(
     ctx,
     target,
@@ -35,15 +33,14 @@ export async function takeSnapshot(
 }
 
 async function snapshot(ctx: Ctx) {
-  const env = await envOf(ctx);
+  const env = await ctx.env();
   return takeSnapshot(ctx, env.HostID, env.ID, ctx.dep.VersionID);
 }
 
 async function health(ctx: Ctx) {
-  const env = await envOf(ctx);
-  const v = await getVersion(ctx.deps.db, ctx.dep.TeamID, ctx.dep.VersionID);
-  if (!v) throw new Error('version is gone');
-  const target = await targetOf(ctx, env.HostID);
+  const env = await ctx.env();
+  const v = await ctx.version('version is gone');
+  const target = await ctx.target(env.HostID);
   // Any exit code counts: the point is that the stack answers after the unpause.
   await send(
     ctx,
@@ -57,9 +54,9 @@ async function health(ctx: Ctx) {
 }
 
 async function verdict(ctx: Ctx, failure: unknown) {
-  const env = await envOf(ctx);
+  const env = await ctx.env();
   if (failure) return { status: 'failed' as const, evidence: { kept: env.CurrentVersionID } };
-  const snap = (ctx.params.snapshot as string) || ctx.dep.VersionID;
+  const snap = ctx.params.snapshot || ctx.dep.VersionID;
   await markVersionHealthy(ctx.deps.db, ctx.dep.VersionID, snap);
   await updateEnv(ctx.deps.db, env.ID, { currentVersionId: ctx.dep.VersionID });
   return {
@@ -68,11 +65,12 @@ async function verdict(ctx: Ctx, failure: unknown) {
   };
 }
 
-export const snapshotKind: KindDef<unknown> = {
+export const snapshotKind = defineKind<unknown, SnapshotParams>({
   kind: 'snapshot',
+  params: SnapshotParams,
   phases: [
     { name: 'snapshot', run: snapshot },
     { name: 'health', run: health },
   ],
   verdict,
-};
+});

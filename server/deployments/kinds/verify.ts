@@ -4,34 +4,44 @@
 // A refused submission grades 0 at once: no snapshot, no grader fork (issue 17: each refused
 // verify cost a capture and a fork for nothing); those phases are skipped with the reason.
 import { randomBytes } from 'node:crypto';
+import { type Static, type TSchema, Type } from '@sinclair/typebox';
 import { diskLimitMb, type EnvSpec } from '../../../protocol/spec.ts';
-import { getEnv, getVersion, insertEnv, markVersionHealthy, updateEnv } from '../../envs/store.ts';
-import { type KindDef, type PhaseContext, Skip } from '../engine.ts';
+import { getVersion, insertEnv, markVersionHealthy, updateEnv } from '../../envs/store.ts';
+import { defineKind, type PhaseContext, Skip } from '../engine.ts';
 import { updateDeployment } from '../store.ts';
-import { send, targetAfterFailure, targetOf, tookMs } from './common.ts';
+import { send, targetAfterFailure, tookMs } from './common.ts';
 import { takeSnapshot } from './snapshot.ts';
 
-interface VerifyParams {
-  resume: boolean;
-  agent_service: string;
-  grader_env?: string;
-  collect?: { files: number; bytes: number; missing: string[]; refused: string[] };
-  grade?: { reward: number | null; exit_code: number | null; source: string };
+const Nullable = <T extends TSchema>(t: T) => Type.Union([t, Type.Null()]);
+
+const VerifyParams = Type.Object({
+  resume: Type.Boolean(),
+  agent_service: Type.String(),
+  grader_env: Type.Optional(Type.String()),
+  collect: Type.Optional(
+    Type.Object({
+      files: Type.Number(),
+      bytes: Type.Number(),
+      missing: Type.Array(Type.String()),
+      refused: Type.Array(Type.String()),
+    }),
+  ),
+  grade: Type.Optional(
+    Type.Object({
+      reward: Nullable(Type.Number()),
+      exit_code: Nullable(Type.Number()),
+      source: Type.String(),
+    }),
+  ),
   /** For the grading record (verdict evidence). */
-  snapshot?: string;
-  processes?: string[];
-  verifier_image?: string;
-  tests_digest?: string | null;
-}
+  snapshot: Type.Optional(Type.String()),
+  processes: Type.Optional(Type.Array(Type.String())),
+  verifier_image: Type.Optional(Type.String()),
+  tests_digest: Type.Optional(Nullable(Type.String())),
+});
+type VerifyParams = Static<typeof VerifyParams>;
 
-type Ctx = PhaseContext<unknown>;
-const p = (ctx: Ctx) => ctx.params as unknown as VerifyParams;
-
-async function agentEnv(ctx: Ctx) {
-  const env = await getEnv(ctx.deps.db, ctx.dep.TeamID, ctx.dep.EnvID);
-  if (!env) throw new Error('environment no longer exists');
-  return env;
-}
+type Ctx = PhaseContext<unknown, VerifyParams>;
 
 async function spec(ctx: Ctx): Promise<EnvSpec & { verifier: NonNullable<EnvSpec['verifier']> }> {
   const v = await getVersion(ctx.deps.db, ctx.dep.TeamID, ctx.dep.VersionID);
@@ -40,40 +50,40 @@ async function spec(ctx: Ctx): Promise<EnvSpec & { verifier: NonNullable<EnvSpec
 }
 
 async function stop(ctx: Ctx) {
-  return { agent_service: p(ctx).agent_service, mode: 'pause' };
+  return { agent_service: ctx.params.agent_service, mode: 'pause' };
 }
 
 async function collect(ctx: Ctx) {
-  const env = await agentEnv(ctx);
+  const env = await ctx.env();
   const s = await spec(ctx);
-  const r = await send(ctx, await targetOf(ctx, env.HostID), env.ID, 'verify.collect', {
+  const r = await send(ctx, await ctx.target(env.HostID), env.ID, 'verify.collect', {
     id: ctx.dep.ID,
-    agent_service: p(ctx).agent_service,
+    agent_service: ctx.params.agent_service,
     collect: s.verifier.collect,
     // A refused submission skips the snapshot that would unpause the agent: collect does it.
-    resume: p(ctx).resume,
+    resume: ctx.params.resume,
   });
-  p(ctx).collect = { files: r.files, bytes: r.bytes, missing: r.missing, refused: r.refused };
-  p(ctx).processes = r.processes ?? [];
-  return p(ctx).collect;
+  ctx.params.collect = { files: r.files, bytes: r.bytes, missing: r.missing, refused: r.refused };
+  ctx.params.processes = r.processes ?? [];
+  return ctx.params.collect;
 }
 
-const refused = (ctx: Ctx) => (p(ctx).collect?.refused.length ?? 0) > 0;
+const refused = (ctx: Ctx) => (ctx.params.collect?.refused.length ?? 0) > 0;
 const SKIP_REFUSED = { reason: 'submission refused; graded 0 without a capture or a grader' };
 
 async function snapshot(ctx: Ctx) {
   if (refused(ctx)) return new Skip(SKIP_REFUSED);
-  const env = await agentEnv(ctx);
-  const keep = p(ctx).resume ? [] : [p(ctx).agent_service];
+  const env = await ctx.env();
+  const keep = ctx.params.resume ? [] : [ctx.params.agent_service];
   const evidence = await takeSnapshot(ctx, env.HostID, env.ID, ctx.dep.VersionID, keep);
   await markVersionHealthy(ctx.deps.db, ctx.dep.VersionID, evidence.snapshot);
-  p(ctx).snapshot = evidence.snapshot;
+  ctx.params.snapshot = evidence.snapshot;
   return evidence;
 }
 
 async function clone(ctx: Ctx) {
   if (refused(ctx)) return new Skip(SKIP_REFUSED);
-  const env = await agentEnv(ctx);
+  const env = await ctx.env();
   const s = await spec(ctx);
   const v = await getVersion(ctx.deps.db, ctx.dep.TeamID, ctx.dep.VersionID);
   const grader = await insertEnv(ctx.deps.db, {
@@ -86,9 +96,9 @@ async function clone(ctx: Ctx) {
     currentVersionId: ctx.dep.VersionID,
     status: 'deploying',
   });
-  p(ctx).grader_env = grader.ID;
+  ctx.params.grader_env = grader.ID;
   await updateDeployment(ctx.deps.db, ctx.dep.ID, { targetEnvId: grader.ID });
-  const r = await send(ctx, await targetOf(ctx, env.HostID), grader.ID, 'env.fork', {
+  const r = await send(ctx, await ctx.target(env.HostID), grader.ID, 'env.fork', {
     from_env: env.ID,
     from_snapshot: v?.Snapshot || ctx.dep.VersionID,
     services: s.services,
@@ -103,7 +113,7 @@ async function clone(ctx: Ctx) {
 
 async function grade(ctx: Ctx) {
   if (refused(ctx)) {
-    p(ctx).grade = { reward: 0, exit_code: null, source: 'refused' };
+    ctx.params.grade = { reward: 0, exit_code: null, source: 'refused' };
     // Spec verify table: `refused: true` when collect refused anything.
     return {
       reward: 0,
@@ -116,19 +126,19 @@ async function grade(ctx: Ctx) {
     };
   }
   const s = await spec(ctx);
-  const graderId = p(ctx).grader_env as string;
-  const env = await agentEnv(ctx);
+  const graderId = ctx.params.grader_env as string;
+  const env = await ctx.env();
   const r = await send(
     ctx,
-    await targetOf(ctx, env.HostID),
+    await ctx.target(env.HostID),
     graderId,
     'verify.run',
     { id: ctx.dep.ID, verifier: s.verifier, refused: false },
     (s.verifier.timeout_sec + 60) * 1000,
   );
-  p(ctx).grade = { reward: r.reward, exit_code: r.exit_code, source: r.source };
-  p(ctx).verifier_image = r.verifier_image ?? '';
-  p(ctx).tests_digest = r.tests_digest ?? null;
+  ctx.params.grade = { reward: r.reward, exit_code: r.exit_code, source: r.source };
+  ctx.params.verifier_image = r.verifier_image ?? '';
+  ctx.params.tests_digest = r.tests_digest ?? null;
   return {
     reward: r.reward,
     exit_code: r.exit_code,
@@ -145,10 +155,10 @@ async function grade(ctx: Ctx) {
  * whose stream dropped is given time to come back first.
  */
 async function destroyGrader(ctx: Ctx): Promise<void> {
-  const graderId = p(ctx).grader_env || ctx.dep.TargetEnvID;
+  const graderId = ctx.params.grader_env || ctx.dep.TargetEnvID;
   if (!graderId) return;
   try {
-    const env = await agentEnv(ctx);
+    const env = await ctx.env();
     await send(ctx, await targetAfterFailure(ctx, env.HostID), graderId, 'env.destroy', {});
     await updateEnv(ctx.deps.db, graderId, { status: 'destroyed', endpoints: {} });
   } catch (err) {
@@ -167,33 +177,34 @@ async function destroyGrader(ctx: Ctx): Promise<void> {
 async function gradingRecord(ctx: Ctx) {
   const v = await getVersion(ctx.deps.db, ctx.dep.TeamID, ctx.dep.VersionID).catch(() => undefined);
   return {
-    snapshot: p(ctx).snapshot ?? null,
+    snapshot: ctx.params.snapshot ?? null,
     context: v?.Spec.context?.sha256 ?? null,
-    verifier_image: p(ctx).verifier_image || null,
-    tests: p(ctx).tests_digest ?? null,
-    processes: p(ctx).processes ?? [],
+    verifier_image: ctx.params.verifier_image || null,
+    tests: ctx.params.tests_digest ?? null,
+    processes: ctx.params.processes ?? [],
   };
 }
 
 async function verdict(ctx: Ctx, failure: unknown) {
   await destroyGrader(ctx);
-  const c = p(ctx).collect;
-  const g = p(ctx).grade;
+  const c = ctx.params.collect;
+  const g = ctx.params.grade;
   const evidence = {
     reward: failure ? null : (g?.reward ?? null),
     source: g?.source ?? '',
     exit_code: g?.exit_code ?? null,
     refused: refused(ctx),
     missing: c?.missing ?? [],
-    agent_frozen: !p(ctx).resume,
+    agent_frozen: !ctx.params.resume,
     took_ms: tookMs(ctx),
     ...(await gradingRecord(ctx)),
   };
   return { status: failure ? ('failed' as const) : ('succeeded' as const), evidence };
 }
 
-export const verifyKind: KindDef<unknown> = {
+export const verifyKind = defineKind<unknown, VerifyParams>({
   kind: 'verify',
+  params: VerifyParams,
   phases: [
     { name: 'stop', run: stop },
     { name: 'collect', run: collect },
@@ -202,4 +213,4 @@ export const verifyKind: KindDef<unknown> = {
     { name: 'grade', run: grade },
   ],
   verdict,
-};
+});
