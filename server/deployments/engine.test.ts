@@ -14,7 +14,7 @@ import { listEvents } from '../events/store.ts';
 import { Dispatcher } from '../hosts/dispatcher.ts';
 import type { OrchestratorDeps } from './deps.ts';
 import { DeploymentEngine, type KindDef } from './engine.ts';
-import { getDeploymentAnyTeam, listPhases } from './store.ts';
+import { getDeploymentAnyTeam, insertDeployment, listPhases } from './store.ts';
 
 const TEAM = 'team_t';
 const TARGET = { hostId: 'host_h', teamId: TEAM, kind: 'sidecar' };
@@ -60,7 +60,7 @@ describe('engine: no failure is lost', () => {
 
   const kind: KindDef<unknown> = {
     kind: 'snapshot',
-    params: Type.Object({}),
+    params: Type.Object({ hang: Type.Optional(Type.Boolean()) }),
     phases: [
       { name: 'first', run: async () => ({ did: 'first' }) },
       {
@@ -168,6 +168,31 @@ describe('engine: no failure is lost', () => {
     // The environment's queue moved on: the next deployment of it runs to the end.
     f.fault.times = 0;
     assert.equal((await submit('env_b')).status, 'succeeded');
+  });
+
+  test('params read back after a restart are checked against the kind: a mismatch ends it failed, not a phase run on them', async () => {
+    const { deployment } = await insertDeployment(db, {
+      teamId: TEAM,
+      projectId: 'proj_p',
+      envId: 'env_r',
+      kind: 'snapshot',
+      params: { hang: 'yes' },
+      phases: ['first', 'second', 'verdict'],
+    });
+    await engine.recover();
+    assert.equal(await engine.waitFinished(deployment.ID, 20_000), 'failed');
+    await engine.idle();
+    const dep = await getDeploymentAnyTeam(db, deployment.ID);
+    assert.equal(dep?.Error, 'engine: snapshot params do not match the kind: /hang Expected boolean');
+    const phases = await listPhases(db, deployment.ID);
+    assert.deepEqual(
+      phases.map((p) => [p.Name, p.Status]),
+      [
+        ['first', 'failed'],
+        ['second', 'skipped'],
+        ['verdict', 'skipped'],
+      ],
+    );
   });
 
   test('a phase at its time limit is cancelled: its command fails and the queue is free', async () => {

@@ -122,7 +122,7 @@ export const multiServiceOnProvider = (provider: string, services: number): stri
   `${provider} runs one container per environment; use your machines for multi-service stacks (${services} services declared)`;
 
 async function prepare(ctx: Ctx) {
-  const hostId = ctx.params.host as string;
+  const hostId = ctx.params.host ?? '';
   const target = await ctx.target(hostId);
   const spec = await specOf(ctx);
   if (target.kind.startsWith('driver:') && spec.services.length > 1) {
@@ -171,7 +171,7 @@ async function start(ctx: Ctx) {
 async function warm(ctx: Ctx) {
   const argv = ctx.params.warm;
   if (!argv || argv.length === 0) return new Skip({ reason: 'no warm command' });
-  const target = await ctx.target(ctx.params.host as string);
+  const target = await ctx.target(ctx.params.host ?? '');
   const service = firstService(await specOf(ctx));
   const r = await send(
     ctx,
@@ -191,7 +191,7 @@ async function warm(ctx: Ctx) {
 }
 
 async function snapshot(ctx: Ctx) {
-  const target = await ctx.target(ctx.params.host as string);
+  const target = await ctx.target(ctx.params.host ?? '');
   // A provider that cannot snapshot a running sandbox does not fail the deploy for it.
   const refused = snapshotRefusal(target.kind);
   if (refused) {

@@ -7,7 +7,7 @@ import { defineKind, type PhaseContext, Skip } from '../engine.ts';
 import { isReachable, send, targetAfterFailure } from './common.ts';
 
 /** The environment's status before the teardown, restored when a failed teardown cannot be retried. */
-const DestroyParams = Type.Object({ status_before: Type.Optional(Type.String()) });
+const DestroyParams = Type.Object({ status_before: Type.Optional(Type.Unsafe<EnvStatus>(Type.String())) });
 type DestroyParams = Static<typeof DestroyParams>;
 
 type Ctx = PhaseContext<unknown, DestroyParams>;
@@ -40,7 +40,7 @@ async function verdict(ctx: Ctx, failure: { message: string } | null) {
         await updateEnv(ctx.deps.db, env.ID, { status: 'destroyed', endpoints: {} });
         return { status: 'failed' as const, evidence: { destroyed_on_retry: true } };
       } catch (err) {
-        const before = (ctx.params.status_before as EnvStatus | undefined) ?? 'failed';
+        const before = ctx.params.status_before ?? 'failed';
         await updateEnv(ctx.deps.db, env.ID, { status: before });
         return { status: 'failed' as const, evidence: { retry: (err as Error).message } };
       }

@@ -34,7 +34,7 @@ async function placePhase(ctx: Ctx) {
 
 async function clone(ctx: Ctx) {
   const v = await sourceVersion(ctx);
-  const target = await ctx.target(ctx.params.host as string);
+  const target = await ctx.target(ctx.params.host ?? '');
   const r = await send(ctx, target, ctx.dep.EnvID, 'env.fork', {
     from_env: v.EnvID,
     from_snapshot: v.Snapshot,

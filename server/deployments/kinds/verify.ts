@@ -43,9 +43,11 @@ type VerifyParams = Static<typeof VerifyParams>;
 
 type Ctx = PhaseContext<unknown, VerifyParams>;
 
+const NO_VERIFIER = 'version declares no agent service and verifier';
+
 async function spec(ctx: Ctx): Promise<EnvSpec & { verifier: NonNullable<EnvSpec['verifier']> }> {
-  const v = await getVersion(ctx.deps.db, ctx.dep.TeamID, ctx.dep.VersionID);
-  if (!v?.Spec.verifier || !v.Spec.agent) throw new Error('version declares no agent service and verifier');
+  const v = await ctx.version(NO_VERIFIER);
+  if (!v.Spec.verifier || !v.Spec.agent) throw new Error(NO_VERIFIER);
   return v.Spec as EnvSpec & { verifier: NonNullable<EnvSpec['verifier']> };
 }
 
@@ -126,7 +128,7 @@ async function grade(ctx: Ctx) {
     };
   }
   const s = await spec(ctx);
-  const graderId = ctx.params.grader_env as string;
+  const graderId = ctx.params.grader_env ?? '';
   const env = await ctx.env();
   const r = await send(
     ctx,
