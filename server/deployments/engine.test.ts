@@ -112,7 +112,7 @@ describe('engine: no failure is lost', () => {
       sidecarUrl: 'http://127.0.0.1:1/svcd',
       joinWaitMs: 0,
     };
-    engine = new DeploymentEngine(deps, [kind as unknown as KindDef<never, never>]);
+    engine = new DeploymentEngine(deps, [kind]);
   });
   after(async () => {
     await db.close();

@@ -64,9 +64,9 @@ export class DeploymentEngine {
   cancelGraceMs = CANCEL_GRACE_MS;
   recoveryHostWaitMs = 30_000;
 
-  constructor(deps: OrchestratorDeps, kinds: KindDef<never, never>[]) {
+  constructor(deps: OrchestratorDeps, kinds: readonly AnyKind[]) {
     this.deps = deps;
-    for (const k of kinds) this.#kinds.set(k.kind, k as unknown as AnyKind);
+    for (const k of kinds) this.#kinds.set(k.kind, k);
     this.#finished.setMaxListeners(0);
   }
 

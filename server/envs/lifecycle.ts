@@ -5,6 +5,10 @@ import type { EnvSpec } from '../../protocol/spec.ts';
 import { ComposeError, parseCompose } from '../compose/index.ts';
 import type { Db } from '../db/types.ts';
 import type { DeploymentEngine } from '../deployments/engine.ts';
+import type { DeployParams } from '../deployments/kinds/deploy.ts';
+import type { ForkParams } from '../deployments/kinds/fork.ts';
+import type { RollbackParams } from '../deployments/kinds/rollback.ts';
+import type { VerifyParams } from '../deployments/kinds/verify.ts';
 import type { Deployment, Phase } from '../deployments/store.ts';
 import { BadRequest, Conflict, NotFound } from '../errors.ts';
 import { getHostRow } from '../hosts/store.ts';
@@ -98,7 +102,7 @@ export async function deploySpec(
       projectId: project.ID,
       envId: env.ID,
       kind: 'deploy',
-      params: { env: name, warm: req.warm ?? null, target: req.target ?? null },
+      params: { env: name, warm: req.warm ?? null, target: req.target ?? null } satisfies DeployParams,
     },
     { spec },
   );
@@ -180,7 +184,7 @@ export async function forkVersion(
       envId: env.ID,
       kind: 'fork',
       versionId: v.ID,
-      params: { from_env: v.EnvID, version: v.ID },
+      params: { from_env: v.EnvID, version: v.ID } satisfies ForkParams,
     },
     null,
   );
@@ -251,7 +255,7 @@ export async function rollback(
       envId: env.ID,
       kind: 'rollback',
       versionId: v.ID,
-      params: { version: v.ID },
+      params: { version: v.ID } satisfies RollbackParams,
     },
     null,
   );
@@ -282,7 +286,7 @@ export async function verify(
       envId: env.ID,
       kind: 'verify',
       versionId: capture.ID,
-      params: { resume, agent_service: current.Spec.agent.service },
+      params: { resume, agent_service: current.Spec.agent.service } satisfies VerifyParams,
     },
     null,
   );

@@ -37,7 +37,7 @@ const DeployParams = Type.Object({
   started_in: Type.Optional(Type.Number()),
   snapshot_skipped: Type.Optional(Type.Boolean()),
 });
-type DeployParams = Static<typeof DeployParams>;
+export type DeployParams = Static<typeof DeployParams>;
 
 type Ctx = PhaseContext<DeployInput, DeployParams>;
 

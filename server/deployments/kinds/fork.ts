@@ -12,7 +12,7 @@ const ForkParams = Type.Object({
   host: Type.Optional(Type.String()),
   endpoints: Type.Optional(Type.Record(Type.String(), Type.String())),
 });
-type ForkParams = Static<typeof ForkParams>;
+export type ForkParams = Static<typeof ForkParams>;
 
 type Ctx = PhaseContext<unknown, ForkParams>;
 

@@ -8,7 +8,7 @@ import { rollbackKind } from './rollback.ts';
 import { snapshotKind } from './snapshot.ts';
 import { verifyKind } from './verify.ts';
 
-export const KINDS = [
+export const KINDS: readonly KindDef<unknown>[] = [
   deployKind,
   forkKind,
   snapshotKind,
@@ -16,4 +16,4 @@ export const KINDS = [
   verifyKind,
   destroyKind,
   promoteKind,
-] as unknown as KindDef<never, never>[];
+];

@@ -10,7 +10,7 @@ const RollbackParams = Type.Object({
   endpoints: Type.Optional(Type.Record(Type.String(), Type.String())),
   snapshot: Type.Optional(Type.String()),
 });
-type RollbackParams = Static<typeof RollbackParams>;
+export type RollbackParams = Static<typeof RollbackParams>;
 
 type Ctx = PhaseContext<unknown, RollbackParams>;
 

@@ -39,7 +39,7 @@ const VerifyParams = Type.Object({
   verifier_image: Type.Optional(Type.String()),
   tests_digest: Type.Optional(Nullable(Type.String())),
 });
-type VerifyParams = Static<typeof VerifyParams>;
+export type VerifyParams = Static<typeof VerifyParams>;
 
 type Ctx = PhaseContext<unknown, VerifyParams>;
 
