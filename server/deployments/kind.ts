@@ -67,7 +67,8 @@ export interface PhaseDef<I, P extends object = Record<string, unknown>> {
  */
 export interface KindDef<I, P extends object = Record<string, unknown>> {
   kind: NewDeployment['kind'];
-  params: TObject;
+  /** Its static type is the params type, so the schema and the phases cannot disagree. */
+  params: TObject & { static: P };
   phases: readonly PhaseDef<I, P>[];
   verdict(ctx: PhaseContext<I, P>, failure: Failure | null): Promise<Verdict>;
 }
