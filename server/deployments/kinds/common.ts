@@ -3,7 +3,7 @@ import type { CommandKind, Payloads, Results } from '../../../protocol/commands.
 import { updateEnv } from '../../envs/store.ts';
 import { HostUnavailable } from '../../hosts/command-target.ts';
 import type { CommandTarget } from '../../hosts/dispatcher.ts';
-import type { AnyPhaseContext, PhaseDef } from '../engine.ts';
+import type { AnyPhaseContext, PhaseContext, PhaseDef } from '../engine.ts';
 
 /** How long cleanup after a failure waits for a sidecar whose stream dropped to reconnect. */
 export const RECONNECT_WAIT_MS = 30_000;
@@ -71,3 +71,23 @@ export const endpointsHealth: PhaseDef<unknown, { endpoints?: Record<string, str
     return { endpoints };
   },
 };
+
+/** The snapshot kind's and verify's capture: every volume under `name`, recorded in params. */
+export async function takeSnapshot(
+  ctx: PhaseContext<unknown, { snapshot?: string }>,
+  hostId: string,
+  envId: string,
+  name: string,
+  keepPaused?: string[],
+) {
+  const target = await ctx.target(hostId);
+  const r = await send(
+    ctx,
+    target,
+    envId,
+    'env.snapshot',
+    keepPaused ? { name, keep_paused: keepPaused } : { name },
+  );
+  ctx.params.snapshot = r.snapshot;
+  return { snapshot: r.snapshot, datasets: r.datasets, frozen_for: r.frozen_for, consistent: r.consistent };
+}

@@ -3,7 +3,7 @@
 import { type Static, Type } from '@sinclair/typebox';
 import { markVersionHealthy, updateEnv } from '../../envs/store.ts';
 import { defineKind, type PhaseContext } from '../engine.ts';
-import { firstService, send, tookMs } from './common.ts';
+import { firstService, send, takeSnapshot, tookMs } from './common.ts';
 
 const SnapshotParams = Type.Object({ snapshot: Type.Optional(Type.String()) });
 type SnapshotParams = Static<typeof SnapshotParams>;
@@ -11,26 +11,6 @@ type SnapshotParams = Static<typeof SnapshotParams>;
 type Ctx = PhaseContext<unknown, SnapshotParams>;
 
 export const HEALTH_EXEC_TIMEOUT_SEC = 30;
-
-/** Shared with deploy and verify: capture every volume under `name`. */
-export async function takeSnapshot(
-  ctx: Ctx,
-  hostId: string,
-  envId: string,
-  name: string,
-  keepPaused?: string[],
-) {
-  const target = await ctx.target(hostId);
-  const r = await send(
-    ctx,
-    target,
-    envId,
-    'env.snapshot',
-    keepPaused ? { name, keep_paused: keepPaused } : { name },
-  );
-  ctx.params.snapshot = r.snapshot;
-  return { snapshot: r.snapshot, datasets: r.datasets, frozen_for: r.frozen_for, consistent: r.consistent };
-}
 
 async function snapshot(ctx: Ctx) {
   const env = await ctx.env();

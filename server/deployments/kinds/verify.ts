@@ -9,8 +9,7 @@ import { diskLimitMb, type EnvSpec } from '../../../protocol/spec.ts';
 import { getVersion, insertEnv, markVersionHealthy, updateEnv } from '../../envs/store.ts';
 import { defineKind, type PhaseContext, Skip } from '../engine.ts';
 import { updateDeployment } from '../store.ts';
-import { send, targetAfterFailure, tookMs } from './common.ts';
-import { takeSnapshot } from './snapshot.ts';
+import { send, takeSnapshot, targetAfterFailure, tookMs } from './common.ts';
 
 const Nullable = <T extends TSchema>(t: T) => Type.Union([t, Type.Null()]);
 
