@@ -1,4 +1,5 @@
 // Command kinds sent over the host stream, with their payloads and results (spec: "Command kinds").
+import type { CapabilitiesType, ResultTypes } from './results.ts';
 import type { Egress, ServiceRecord, VerifierSpec } from './spec.ts';
 
 export const COMMAND_KINDS = [
@@ -32,22 +33,8 @@ export interface BlobRef {
   token: string;
 }
 
-export interface Capabilities {
-  hostname: string;
-  os: string;
-  arch: string;
-  cpus: number;
-  memory_mb: number;
-  disk_gb: number;
-  storage: 'zfs' | 'btrfs' | 'dir';
-  /** How clones share data: `xfs-loop` = dir storage on svcd's own XFS image (issue 15). */
-  cow?: 'zfs' | 'btrfs' | 'reflink' | 'xfs-loop' | 'none';
-  docker: string;
-  compose: boolean;
-  netns: boolean;
-  public_ip?: string;
-  denvd_version: string;
-}
+/** What a host reports of itself (schema: `CapabilitiesSchema` in results.ts). */
+export type Capabilities = CapabilitiesType;
 
 export interface Payloads {
   'host.report': Record<string, never>;
@@ -92,52 +79,5 @@ export interface Payloads {
   'env.unpause': Record<string, never>;
 }
 
-export interface Results {
-  'host.report': { capabilities: Capabilities; environments?: string[]; load_avg?: number[] };
-  'env.create': {
-    endpoints: Record<string, string>;
-    /** Milliseconds from the start of `up` to every service healthy. */
-    started_in: number;
-    digests: Record<string, string>;
-    storage: string;
-    /** `denied (provider)`: a hosted provider was asked to deny egress; svc did not probe it. */
-    egress: 'allowed' | 'denied (verified)' | 'denied (provider)';
-    /** Driver hosts: what the provider enforces of the egress rule, in words. */
-    enforcement?: string;
-    /** Driver hosts: what becomes of the spec's resource caps, in words. */
-    caps?: string;
-    /** Driver hosts: the provider's sandbox id. */
-    sandbox?: string;
-    /** How the disk limit is enforced on this host (e.g. 'xfs project quota'); older sidecars omit it. */
-    disk_quota?: string;
-  };
-  'env.snapshot': { snapshot: string; datasets: string[]; frozen_for: number; consistent: boolean };
-  'env.fork': { forked_in: number; endpoints: Record<string, string> };
-  'env.rollback': { snapshot: string; endpoints: Record<string, string> };
-  'env.exec': { exit_code: number; stdout: string; stderr: string };
-  'env.put': { path: string };
-  'env.get': { tar_b64: string; uploaded?: boolean; bytes?: number };
-  'verify.collect': {
-    files: number;
-    bytes: number;
-    missing: string[];
-    refused: string[];
-    /** The agent's processes when it was frozen (`<pid> <user> <args>`). */
-    processes?: string[];
-  };
-  'verify.run': {
-    reward: number | null;
-    exit_code: number | null;
-    stdout: string;
-    stderr: string;
-    source: string;
-    ran_for: number;
-    /** Image id the verifier ran from, and the digest of the tests it saw (null without tests). */
-    verifier_image?: string;
-    tests_digest?: string | null;
-  };
-  'env.destroy': { destroyed: string };
-  /** Services whose containers changed state. */
-  'env.pause': { services: string[] };
-  'env.unpause': { services: string[] };
-}
+/** Each command's result, derived from its schema in results.ts (`RESULT_SCHEMAS`). */
+export type Results = ResultTypes;
