@@ -1,5 +1,6 @@
 // Command kinds sent over the host stream, with their payloads and results (spec: "Command kinds").
-import type { Egress, ServiceRecord, VerifierSpec } from './spec.ts';
+import type { BlobRefType, PayloadTypes } from './payloads.ts';
+import type { CapabilitiesType, ResultTypes } from './results.ts';
 
 export const COMMAND_KINDS = [
   'host.report',
@@ -27,117 +28,13 @@ export const DEFAULT_EXEC_TIMEOUT_SEC = 120;
 export const MAX_ARCHIVE_BYTES = 32 * 1024 * 1024;
 
 /** A one-time HTTP location on the control plane for archive bytes. */
-export interface BlobRef {
-  url: string;
-  token: string;
-}
+export type BlobRef = BlobRefType;
 
-export interface Capabilities {
-  hostname: string;
-  os: string;
-  arch: string;
-  cpus: number;
-  memory_mb: number;
-  disk_gb: number;
-  storage: 'zfs' | 'btrfs' | 'dir';
-  /** How clones share data: `xfs-loop` = dir storage on svcd's own XFS image (issue 15). */
-  cow?: 'zfs' | 'btrfs' | 'reflink' | 'xfs-loop' | 'none';
-  docker: string;
-  compose: boolean;
-  netns: boolean;
-  public_ip?: string;
-  denvd_version: string;
-}
+/** What a host reports of itself (schema: `CapabilitiesSchema` in results.ts). */
+export type Capabilities = CapabilitiesType;
 
-export interface Payloads {
-  'host.report': Record<string, never>;
-  'env.create': {
-    version: string;
-    services: ServiceRecord[];
-    volumes: string[];
-    from_snapshot: string;
-    warm: string[] | null;
-    egress: Egress;
-    /** The project context, fetched once from `blob` into the context dataset unless already there. */
-    context?: { sha256: string; blob: BlobRef };
-    /** The agent service (`x-svc.agent.service`): the sidecar refuses to run it as uid 0. */
-    agent?: string;
-    /** Disk limit across the volumes in MiB (`x-svc.disk_mb`). */
-    disk_mb?: number;
-  };
-  'env.snapshot': { name: string; keep_paused?: string[] };
-  'env.fork': {
-    from_env: string;
-    from_snapshot: string;
-    services: ServiceRecord[];
-    volumes: string[];
-    egress: Egress;
-    agent?: string;
-    disk_mb?: number;
-  };
-  'env.rollback': { snapshot: string };
-  'env.exec': { service: string; cmd: string[]; timeout_sec?: number };
-  /**
-   * Archives that do not fit in a frame come by `blob` (tar_b64 is then empty): the sidecar
-   * GETs `url` with `Authorization: Bearer <token>` (one time, 10 minutes).
-   */
-  'env.put': { service: string; path: string; tar_b64: string; blob?: BlobRef };
-  /** With `upload`, an archive too large for a frame is PUT there instead of returned inline. */
-  'env.get': { service: string; path: string; upload?: BlobRef };
-  /** `resume`: unpause the agent again when the submission is refused (no snapshot follows). */
-  'verify.collect': { id: string; agent_service: string; collect: string[]; resume?: boolean };
-  'verify.run': { id: string; verifier: VerifierSpec; refused: boolean };
-  'env.destroy': Record<string, never>;
-  'env.pause': Record<string, never>;
-  'env.unpause': Record<string, never>;
-}
+/** Each command's payload, derived from its schema in payloads.ts (`PAYLOAD_SCHEMAS`). */
+export type Payloads = PayloadTypes;
 
-export interface Results {
-  'host.report': { capabilities: Capabilities; environments?: string[]; load_avg?: number[] };
-  'env.create': {
-    endpoints: Record<string, string>;
-    /** Milliseconds from the start of `up` to every service healthy. */
-    started_in: number;
-    digests: Record<string, string>;
-    storage: string;
-    /** `denied (provider)`: a hosted provider was asked to deny egress; svc did not probe it. */
-    egress: 'allowed' | 'denied (verified)' | 'denied (provider)';
-    /** Driver hosts: what the provider enforces of the egress rule, in words. */
-    enforcement?: string;
-    /** Driver hosts: what becomes of the spec's resource caps, in words. */
-    caps?: string;
-    /** Driver hosts: the provider's sandbox id. */
-    sandbox?: string;
-    /** How the disk limit is enforced on this host (e.g. 'xfs project quota'); older sidecars omit it. */
-    disk_quota?: string;
-  };
-  'env.snapshot': { snapshot: string; datasets: string[]; frozen_for: number; consistent: boolean };
-  'env.fork': { forked_in: number; endpoints: Record<string, string> };
-  'env.rollback': { snapshot: string; endpoints: Record<string, string> };
-  'env.exec': { exit_code: number; stdout: string; stderr: string };
-  'env.put': { path: string };
-  'env.get': { tar_b64: string; uploaded?: boolean; bytes?: number };
-  'verify.collect': {
-    files: number;
-    bytes: number;
-    missing: string[];
-    refused: string[];
-    /** The agent's processes when it was frozen (`<pid> <user> <args>`). */
-    processes?: string[];
-  };
-  'verify.run': {
-    reward: number | null;
-    exit_code: number | null;
-    stdout: string;
-    stderr: string;
-    source: string;
-    ran_for: number;
-    /** Image id the verifier ran from, and the digest of the tests it saw (null without tests). */
-    verifier_image?: string;
-    tests_digest?: string | null;
-  };
-  'env.destroy': { destroyed: string };
-  /** Services whose containers changed state. */
-  'env.pause': { services: string[] };
-  'env.unpause': { services: string[] };
-}
+/** Each command's result, derived from its schema in results.ts (`RESULT_SCHEMAS`). */
+export type Results = ResultTypes;

@@ -1,4 +1,6 @@
 // Frames of the host stream (spec: "Host stream protocol"). Every message is one JSON text frame.
+import { type Static, Type } from '@sinclair/typebox';
+import { TypeCompiler } from '@sinclair/typebox/compiler';
 import type { Capabilities } from './commands.ts';
 
 export const FRAME_TYPES = ['hello', 'command', 'ack', 'progress', 'result', 'event', 'heartbeat'] as const;
@@ -11,18 +13,24 @@ export const HEARTBEAT_GRACE_MS = 60_000;
 export const POLICY_VIOLATION = 1008;
 export const STREAM_PATH = '/v1/hosts/stream';
 
-export interface Frame {
-  type: FrameType;
-  host_id?: string;
-  command_id?: string;
-  kind?: string;
-  env_id?: string;
-  payload?: unknown;
-  ok?: boolean;
-  error?: string;
-  message?: string;
-  sent_at?: string;
-}
+const OptText = Type.Optional(Type.Union([Type.String(), Type.Null()]));
+
+/** The frame envelope; property order is the order parseFrame reports a bad field in. */
+export const FrameSchema = Type.Object({
+  type: Type.Union(FRAME_TYPES.map((t) => Type.Literal(t))),
+  host_id: OptText,
+  command_id: OptText,
+  kind: OptText,
+  env_id: OptText,
+  error: OptText,
+  message: OptText,
+  sent_at: OptText,
+  ok: Type.Optional(Type.Boolean()),
+  payload: Type.Optional(Type.Unknown()),
+});
+export type Frame = Static<typeof FrameSchema>;
+const FRAME_CHECK = TypeCompiler.Compile(FrameSchema);
+const FRAME_FIELDS = Object.keys(FrameSchema.properties);
 
 export interface HelloPayload {
   host_id: string;
@@ -31,8 +39,6 @@ export interface HelloPayload {
 }
 
 export class FrameError extends Error {}
-
-const STRING_FIELDS = ['host_id', 'command_id', 'kind', 'env_id', 'error', 'message', 'sent_at'] as const;
 
 /** Parses and checks one frame; throws FrameError with a reason a peer can act on. */
 export function parseFrame(data: string): Frame {
@@ -46,16 +52,14 @@ export function parseFrame(data: string): Frame {
     throw new FrameError('frame must be a JSON object');
   }
   const f = value as Record<string, unknown>;
-  if (typeof f.type !== 'string' || !(FRAME_TYPES as readonly string[]).includes(f.type)) {
-    throw new FrameError(`frame type must be one of ${FRAME_TYPES.join(', ')}`);
+  if (!FRAME_CHECK.Check(f)) {
+    const rank = (path: string) => FRAME_FIELDS.indexOf(path.split('/')[1] ?? '');
+    const error = [...FRAME_CHECK.Errors(f)].sort((a, b) => rank(a.path) - rank(b.path))[0];
+    const key = error?.path.split('/')[1] ?? 'type';
+    if (key === 'type') throw new FrameError(`frame type must be one of ${FRAME_TYPES.join(', ')}`);
+    if (key === 'ok') throw new FrameError('frame field ok must be a boolean');
+    throw new FrameError(`frame field ${key} must be a string`);
   }
-  for (const key of STRING_FIELDS) {
-    if (f[key] !== undefined && f[key] !== null && typeof f[key] !== 'string') {
-      throw new FrameError(`frame field ${key} must be a string`);
-    }
-  }
-  if (f.ok !== undefined && typeof f.ok !== 'boolean')
-    throw new FrameError('frame field ok must be a boolean');
   const needsCommandId =
     f.type === 'command' || f.type === 'ack' || f.type === 'progress' || f.type === 'result';
   if (needsCommandId && (typeof f.command_id !== 'string' || f.command_id === '')) {
@@ -63,7 +67,7 @@ export function parseFrame(data: string): Frame {
   }
   if (f.type === 'result' && typeof f.ok !== 'boolean') throw new FrameError('result frame needs ok');
   if (f.type === 'command' && typeof f.kind !== 'string') throw new FrameError('command frame needs a kind');
-  return f as unknown as Frame;
+  return f;
 }
 
 export function parseHello(frame: Frame): HelloPayload {

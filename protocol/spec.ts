@@ -1,6 +1,13 @@
 // The environment spec: what the control plane renders from a compose file and sends to a host.
 // It is stored as a version's `Spec` and carried in env.create / env.fork payloads, so both sides
-// (server/compose renders it, sidecar/ renders it back into a compose file) share these shapes.
+// (server/compose renders it, sidecar/ renders it back into a compose file) share these shapes,
+// defined once as TypeBox schemas (the types are their `Static<>`), so payload checks can use them.
+import { type Static, Type } from '@sinclair/typebox';
+
+const Str = Type.String();
+const Num = Type.Number();
+const StrList = Type.Array(Type.String());
+const StrMap = Type.Record(Type.String(), Type.String());
 
 export const DEFAULT_RESOURCES = { memory_mb: 4096, pids: 2048, cpus: 2.0 } as const;
 
@@ -9,70 +16,77 @@ export const DEFAULT_DISK_MB = 10_240;
 export const MAX_DISK_MB = 16 * 1024 * 1024;
 
 /** Zero in any field means "the sidecar default" (DEFAULT_RESOURCES). */
-export interface Resources {
-  memory_mb: number;
-  pids: number;
-  cpus: number;
-}
+export const ResourcesSchema = Type.Object({ memory_mb: Num, pids: Num, cpus: Num });
+export type Resources = Static<typeof ResourcesSchema>;
 
-export interface HealthCheck {
+export const HealthCheckSchema = Type.Object({
   /** Normalised compose form: ['CMD', ...argv] or ['CMD-SHELL', 'shell text'] or ['NONE']. */
-  test: string[];
+  test: StrList,
   /** Compose duration strings ('10s', '1m30s', '500ms'); empty when unset. */
-  interval: string;
-  retries: number;
-  timeout?: string;
-  start_period?: string;
-}
+  interval: Str,
+  retries: Num,
+  timeout: Type.Optional(Str),
+  start_period: Type.Optional(Str),
+});
+export type HealthCheck = Static<typeof HealthCheckSchema>;
 
-export type DependsCondition = 'service_started' | 'service_healthy' | 'service_completed_successfully';
-
-export interface ServiceRecord {
-  name: string;
-  /** Image reference as written in the compose file. Digests are read back after start. */
-  image: string;
-  env: Record<string, string>;
-  /** Short syntax, normalised: '[published:]target[/protocol]'. The host IP part is dropped: the sidecar decides binding. */
-  ports: string[];
-  /** '<volume>:<path>' or '<volume>:<path>:ro'; only named volumes exist in a spec. */
-  volumes: string[];
-  health: HealthCheck | null;
-  depends_on: Record<string, { condition: DependsCondition }>;
-  /** As in the compose file: a string (split by compose, not a shell) or an argv list; null when unset. */
-  command: string | string[] | null;
-  entrypoint: string | string[] | null;
-  /** '' when unset. */
-  user: string;
-  working_dir: string;
-  resources: Resources;
-  /** Files of the project context mounted into the service (relative binds, file secrets). */
-  binds?: BindMount[];
-  /** Built by the sidecar from the project context; `image` is then its content tag. */
-  build?: BuildSpec;
-  /** compose `storage_opt.size` in MiB: the writable layer's bound where the engine supports one. */
-  layer_mb?: number;
-}
+export const DependsConditionSchema = Type.Union([
+  Type.Literal('service_started'),
+  Type.Literal('service_healthy'),
+  Type.Literal('service_completed_successfully'),
+]);
+export type DependsCondition = Static<typeof DependsConditionSchema>;
 
 /** The volume (dataset) that holds an environment's project context on the host. */
 export const CONTEXT_VOLUME = 'svc.context';
 /** Images the sidecar builds are tagged `svc-build:<sha256 of context digest and build options>`. */
 export const BUILD_REPO = 'svc-build';
 
-export interface BindMount {
+export const BindMountSchema = Type.Object({
   /** Path inside the project context, normalised ('' is the context itself, never '..'). */
-  source: string;
-  target: string;
-  read_only: boolean;
-}
+  source: Str,
+  target: Str,
+  read_only: Type.Boolean(),
+});
+export type BindMount = Static<typeof BindMountSchema>;
 
-export interface BuildSpec {
+export const BuildSpecSchema = Type.Object({
   /** Build context directory inside the project context ('' for the root). */
-  context: string;
+  context: Str,
   /** Dockerfile path relative to the build context. */
-  dockerfile: string;
-  args: Record<string, string>;
-  target: string;
-}
+  dockerfile: Str,
+  args: StrMap,
+  target: Str,
+});
+export type BuildSpec = Static<typeof BuildSpecSchema>;
+
+const Argv = Type.Union([Str, StrList, Type.Null()]);
+export const ServiceRecordSchema = Type.Object({
+  name: Str,
+  /** Image reference as written in the compose file. Digests are read back after start. */
+  image: Str,
+  env: StrMap,
+  /** Short syntax, normalised: '[published:]target[/protocol]'. The host IP part is dropped: the sidecar decides binding. */
+  ports: StrList,
+  /** '<volume>:<path>' or '<volume>:<path>:ro'; only named volumes exist in a spec. */
+  volumes: StrList,
+  health: Type.Union([HealthCheckSchema, Type.Null()]),
+  depends_on: Type.Record(Type.String(), Type.Object({ condition: DependsConditionSchema })),
+  /** As in the compose file: a string (split by compose, not a shell) or an argv list; null when unset. */
+  command: Argv,
+  entrypoint: Argv,
+  /** '' when unset. */
+  user: Str,
+  working_dir: Str,
+  resources: ResourcesSchema,
+  /** Files of the project context mounted into the service (relative binds, file secrets). */
+  binds: Type.Optional(Type.Array(BindMountSchema)),
+  /** Built by the sidecar from the project context; `image` is then its content tag. */
+  build: Type.Optional(BuildSpecSchema),
+  /** compose `storage_opt.size` in MiB: the writable layer's bound where the engine supports one. */
+  layer_mb: Type.Optional(Num),
+});
+export type ServiceRecord = Static<typeof ServiceRecordSchema>;
 
 /** The uploaded project context a version was deployed with (spec: PUT /v1/uploads). */
 export interface ContextRef {
@@ -81,20 +95,22 @@ export interface ContextRef {
   bytes: number;
 }
 
-export interface VerifierSpec {
-  image?: string;
-  service?: string;
-  command: string | string[];
+export const VerifierSpecSchema = Type.Object({
+  image: Type.Optional(Str),
+  service: Type.Optional(Str),
+  command: Type.Union([Str, StrList]),
   /** Absolute paths collected from the agent service. */
-  collect: string[];
-  timeout_sec: number;
+  collect: StrList,
+  timeout_sec: Num,
   /** A directory of the project context mounted read-only at /tests in the grader's fork only. */
-  tests?: string;
+  tests: Type.Optional(Str),
   /** Variables set for the verifier run only (Harbor's [verifier].env). */
-  env?: Record<string, string>;
-}
+  env: Type.Optional(StrMap),
+});
+export type VerifierSpec = Static<typeof VerifierSpecSchema>;
 
-export type Egress = 'deny' | 'allow';
+export const EgressSchema = Type.Union([Type.Literal('deny'), Type.Literal('allow')]);
+export type Egress = Static<typeof EgressSchema>;
 
 export interface EnvSpec {
   services: ServiceRecord[];

@@ -1,66 +1,49 @@
 // Results come from outside (a sidecar or a provider): check the fields the orchestrator reads
-// before anything trusts them, so a malformed result fails its phase with a clear reason.
+// before anything trusts them, so a malformed result fails its phase with a clear reason. The checks
+// are compiled once from the result schemas in protocol/results.ts.
+import { Kind, type TSchema, Type } from '@sinclair/typebox';
+import { type TypeCheck, TypeCompiler } from '@sinclair/typebox/compiler';
 import type { CommandKind } from '../../protocol/commands.ts';
+import { RESULT_READS, RESULT_SCHEMAS } from '../../protocol/results.ts';
 
-type Check = [field: string, type: 'string' | 'number' | 'object' | 'array' | 'number|null'];
+/**
+ * host.report: capabilities need only be an object here; the hub checks them (checkCapabilities), and
+ * driver hosts report their provider's capabilities, not a sidecar's.
+ */
+const RECEIPT = { ...RESULT_SCHEMAS, 'host.report': Type.Object({ capabilities: Type.Object({}) }) };
 
-const REQUIRED: Partial<Record<CommandKind, Check[]>> = {
-  'host.report': [['capabilities', 'object']],
-  'env.create': [
-    ['endpoints', 'object'],
-    ['started_in', 'number'],
-  ],
-  'env.snapshot': [
-    ['snapshot', 'string'],
-    ['frozen_for', 'number'],
-  ],
-  'env.fork': [
-    ['forked_in', 'number'],
-    ['endpoints', 'object'],
-  ],
-  'env.rollback': [['snapshot', 'string']],
-  'env.exec': [
-    ['exit_code', 'number'],
-    ['stdout', 'string'],
-    ['stderr', 'string'],
-  ],
-  'env.get': [['tar_b64', 'string']],
-  'env.pause': [['services', 'array']],
-  'env.unpause': [['services', 'array']],
-  'verify.collect': [
-    ['files', 'number'],
-    ['bytes', 'number'],
-    ['missing', 'array'],
-    ['refused', 'array'],
-  ],
-  'verify.run': [
-    ['reward', 'number|null'],
-    ['source', 'string'],
-  ],
-};
+const CHECKS = new Map<CommandKind, TypeCheck<TSchema>>();
+for (const kind of Object.keys(RESULT_READS) as CommandKind[]) {
+  const reads = RESULT_READS[kind] as string[];
+  CHECKS.set(kind, TypeCompiler.Compile(Type.Pick(RECEIPT[kind] as TSchema, reads)));
+}
+const ANY_OBJECT = TypeCompiler.Compile(Type.Object({}));
 
-function is(value: unknown, type: Check[1]): boolean {
-  switch (type) {
-    case 'array':
-      return Array.isArray(value);
-    case 'object':
-      return typeof value === 'object' && value !== null && !Array.isArray(value);
-    case 'number|null':
-      return value === null || (typeof value === 'number' && Number.isFinite(value));
-    case 'number':
-      return typeof value === 'number' && Number.isFinite(value);
+/** The word for a schema in a message: `object`, `array`, `string`, `number`, `number|null`. */
+function word(schema: TSchema): string {
+  switch (schema[Kind]) {
+    case 'Record':
+      return 'object';
+    case 'Union':
+      return (schema.anyOf as TSchema[]).map(word).join('|');
+    case 'Literal':
+      return JSON.stringify(schema.const);
     default:
-      return typeof value === type;
+      return String(schema[Kind]).toLowerCase();
   }
 }
 
 export function checkResult(kind: CommandKind, result: unknown): unknown {
-  if (typeof result !== 'object' || result === null || Array.isArray(result)) {
-    throw new Error(`malformed ${kind} result: not an object`);
-  }
-  for (const [field, type] of REQUIRED[kind] ?? []) {
-    const value = (result as Record<string, unknown>)[field];
-    if (!is(value, type)) throw new Error(`malformed ${kind} result: ${field} must be ${type}`);
+  if (!ANY_OBJECT.Check(result)) throw new Error(`malformed ${kind} result: not an object`);
+  const check = CHECKS.get(kind);
+  if (!check || check.Check(result)) return result;
+  // Report the first failing field in the order the result lists them, as the orchestrator reads them.
+  const reads = RESULT_READS[kind] as string[];
+  const rank = (path: string) => reads.indexOf(path.split('/')[1] ?? '');
+  const error = [...check.Errors(result)].sort((a, b) => rank(a.path) - rank(b.path))[0];
+  if (error) {
+    const field = error.path.slice(1).replaceAll('/', '.');
+    throw new Error(`malformed ${kind} result: ${field} must be ${word(error.schema)}`);
   }
   return result;
 }

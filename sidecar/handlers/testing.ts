@@ -46,6 +46,6 @@ export function commandRunner(ctx: SidecarContext, envId: string, tag: string) {
     await runner.handle(frame('command', { command_id: id, kind, env_id: envId, payload }));
     const r = results.get(id);
     assert.ok(r, `no result for ${kind}`);
-    return { id, ok: r.ok, payload: r.payload, error: r.error };
+    return { id, ok: r.ok, payload: r.payload, error: r.error ?? undefined };
   };
 }
