@@ -1,9 +1,9 @@
 // POST /v1/targets/connect: the token is checked with one read call at the provider; a refused
 // token is a 400 naming the provider, an unreachable provider a 502, and neither records anything.
 import assert from 'node:assert/strict';
-import { createServer } from 'node:net';
 import { after, before, test } from 'node:test';
 import { CAPABILITY_TABLE } from '../../server/clouds/providers.ts';
+import { freePort } from '../cli/harness.ts';
 import { assertError } from '../support/api.ts';
 import type { FakeSandboxA } from '../support/fakes/sandbox-a.ts';
 import type { FakeSandboxB } from '../support/fakes/sandbox-b.ts';
@@ -11,14 +11,6 @@ import { forEachDialect, type TestServer } from '../support/server.ts';
 import { serverWithFakes } from './harness.ts';
 
 /** A loopback port nothing listens on. */
-async function closedPort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
-  const port = (s.address() as { port: number }).port;
-  await new Promise((r) => s.close(r));
-  return port;
-}
-
 forEachDialect('targets/connect', (dialect) => {
   let t: TestServer;
   let a: FakeSandboxA;
@@ -64,7 +56,7 @@ forEachDialect('targets/connect', (dialect) => {
   });
 
   test('an unreachable provider, or one failing with 5xx, is a 502 with its reason', async () => {
-    const port = await closedPort();
+    const port = await freePort();
     assertError(
       await t.req('POST', '/v1/targets/connect', {
         body: { provider: 'sandbox-a', token: 'x', config: { api_url: `http://127.0.0.1:${port}` } },

@@ -2,6 +2,19 @@
 // the sidecar protocol tests and the benchmarks.
 import { join } from 'node:path';
 
+/** `programs/svcd.ts join <credential flags> --state … --data …`. */
+function joinArgs(credential: string[], stateDir: string, dataDir: string): string[] {
+  return [
+    'programs/svcd.ts',
+    'join',
+    ...credential,
+    '--state',
+    join(stateDir, 'host.json'),
+    '--data',
+    dataDir,
+  ];
+}
+
 /** `programs/svcd.ts join …` with the state file in `stateDir` and data in `dataDir` (default `<stateDir>/data`). */
 export function svcdJoinArgs(
   server: string,
@@ -9,18 +22,7 @@ export function svcdJoinArgs(
   stateDir: string,
   dataDir = join(stateDir, 'data'),
 ): string[] {
-  return [
-    'programs/svcd.ts',
-    'join',
-    '--server',
-    server,
-    '--token',
-    token,
-    '--state',
-    join(stateDir, 'host.json'),
-    '--data',
-    dataDir,
-  ];
+  return joinArgs(['--server', server, '--token', token], stateDir, dataDir);
 }
 
 /** `programs/svcd.ts join --env-file <file> …`: how a provisioned machine's join.env is used. */
@@ -29,14 +31,5 @@ export function svcdEnvFileArgs(
   stateDir: string,
   dataDir = join(stateDir, 'data'),
 ): string[] {
-  return [
-    'programs/svcd.ts',
-    'join',
-    '--env-file',
-    envFile,
-    '--state',
-    join(stateDir, 'host.json'),
-    '--data',
-    dataDir,
-  ];
+  return joinArgs(['--env-file', envFile], stateDir, dataDir);
 }
