@@ -7,6 +7,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { networkInterfaces, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pollDelay } from '../../cli/wait.ts';
+import { sleep } from '../../shared/concurrency.ts';
 import { unmountUnder } from '../../sidecar/storage/quota.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 import { svcdJoinArgs } from '../support/svcd.ts';
@@ -154,12 +156,12 @@ export function leftovers(envId: string): string[] {
 
 export async function finished(t: TestServer, id: string, timeoutMs = 240_000) {
   const start = Date.now();
-  for (;;) {
+  for (let polls = 0; ; polls++) {
     const r = await t.req('GET', `/v1/deployments/${id}`);
     if (r.body.deployment?.FinishedAt) return r.body as { deployment: any; phases: any[] };
     if (Date.now() - start > timeoutMs)
       throw new Error(`deployment ${id} did not finish: ${JSON.stringify(r.body).slice(0, 2000)}`);
-    await new Promise((res) => setTimeout(res, 200));
+    await sleep(Math.min(200, pollDelay(polls))); // as the CLI polls, at most every 200 ms
   }
 }
 
