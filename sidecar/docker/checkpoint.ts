@@ -58,10 +58,45 @@ async function proc(p: number): Promise<{ comm: string; cmdline: string } | null
  */
 async function processes(pid: number, scan: () => Promise<(root: number) => number[]>) {
   const main = await proc(pid);
-  if (main && classify(main)) return [main];
+  if (main && classify(main)) return { procs: [main], byMain: true };
   const below = (await scan())(pid);
   const rest = await Promise.all(below.map(proc));
-  return [main, ...rest].filter((p) => p !== null);
+  return { procs: [main, ...rest].filter((p) => p !== null), byMain: false };
+}
+
+/** A process's start time (field 22 of /proc/<pid>/stat): with the pid, it names one process. */
+async function startTime(pid: number): Promise<string | null> {
+  try {
+    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] ?? null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Databases recognised by their container's main process, by container id. A container's main
+ * process and its environment never change while it runs; a restart gives a new main process, so
+ * an entry holds only while the same process (pid and start time) is there. Bounded: the oldest
+ * go first.
+ */
+const KNOWN_MAX = 1024;
+const known = new Map<string, { pid: number; started: string; db: Database }>();
+
+async function knownDatabase(id: string, svc: ServiceRecord): Promise<Database | null> {
+  const k = known.get(id);
+  if (!k || k.db.service !== svc.name) return null;
+  if ((await startTime(k.pid)) === k.started) return k.db;
+  known.delete(id);
+  return null;
+}
+
+async function remember(id: string, pid: number, db: Database): Promise<void> {
+  const started = await startTime(pid);
+  if (!started) return;
+  known.delete(id);
+  known.set(id, { pid, started, db });
+  if (known.size > KNOWN_MAX) known.delete(known.keys().next().value!);
 }
 
 function classify(p: { comm: string; cmdline: string }): DatabaseKind | undefined {
@@ -90,11 +125,14 @@ async function recognise(
   id: string,
   scan: () => Promise<(root: number) => number[]>,
 ): Promise<Database | null> {
+  const cached = await knownDatabase(id, svc);
+  if (cached) return cached;
   const info = await engine.docker.getContainer(id).inspect();
   const env = Object.fromEntries(
     (info.Config.Env ?? []).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
   );
-  const procs = info.State.Pid ? await processes(info.State.Pid, scan) : [];
+  const pid = info.State.Pid;
+  const { procs, byMain } = pid ? await processes(pid, scan) : { procs: [], byMain: false };
   let kind: DatabaseKind | undefined;
   let port: number | undefined;
   for (const p of procs) {
@@ -107,7 +145,11 @@ async function recognise(
   }
   if (!kind && !procs.length)
     kind = IMAGE.find(([re]) => re.test(svc.image.split('@')[0].replace(/:[^/:]+$/, '')))?.[1];
-  return kind ? { service: svc.name, id, kind, env, port } : null;
+  if (!kind) return null;
+  const db: Database = { service: svc.name, id, kind, env, port };
+  // Found by what the container itself runs: holds for as long as that process does.
+  if (byMain) await remember(id, pid, db);
+  return db;
 }
 
 const execDb = (engine: DockerEngine, db: Database, cmd: string[], opts: ExecOptions) =>
