@@ -6,7 +6,7 @@ import type { AddressInfo } from 'node:net';
 import { test } from 'node:test';
 import type { Output } from './command.ts';
 import { Client } from './http.ts';
-import { watchDeployment } from './wait.ts';
+import { pollDelay, watchDeployment } from './wait.ts';
 
 const phase = (Name: string, Status: string) => ({
   Seq: 1,
@@ -99,4 +99,12 @@ test('a final status ends the wait even when FinishedAt is absent; so does a non
       cp.close();
     }
   }
+});
+
+test('polls soon after the start, then less often, never less often than every 700 ms', () => {
+  assert.deepEqual(
+    Array.from({ length: 7 }, (_, n) => pollDelay(n)),
+    [50, 100, 200, 400, 700, 700, 700],
+  );
+  assert.equal(pollDelay(10_000), 700);
 });

@@ -49,6 +49,11 @@ describe('checkpoint', { skip }, () => {
           health: { test: ['CMD-SHELL', 'redis-cli ping | grep -q PONG'], interval: '1s', retries: 60 },
         }),
         svc('box', BUSYBOX_IMAGE),
+        // A database behind a shell that does not exec it: found among the main process's children.
+        svc('wrapped', PGREDIS_IMAGE, {
+          entrypoint: ['sh', '-c'],
+          command: ['redis-server --port 6390 --dir /tmp & wait'],
+        }),
       ],
     });
     await env.stack.up(300);
@@ -63,7 +68,12 @@ describe('checkpoint', { skip }, () => {
     assert.deepEqual(found, [
       ['pg', 'postgres'],
       ['cache', 'redis'],
+      ['wrapped', 'redis'],
     ]);
+    const wrapped = (await detectDatabases(env.stack.engine, env.stack.spec.services)).find(
+      (d) => d.service === 'wrapped',
+    );
+    assert.equal(wrapped?.port, 6390, 'the port comes from the process title');
   });
 
   it('after a checkpoint the data files hold the rows and keys just written', async () => {
@@ -80,6 +90,7 @@ describe('checkpoint', { skip }, () => {
       [
         ['pg', 'postgres', 'CHECKPOINT as svc'],
         ['cache', 'redis', 'BGSAVE'],
+        ['wrapped', 'redis', 'BGSAVE'],
       ],
     );
     assert.notEqual(await redoLocation(), redoBefore, 'a checkpoint moved the redo location');
@@ -94,6 +105,21 @@ describe('checkpoint', { skip }, () => {
     await checkpointDatabases(env.stack.engine, env.stack.spec.services);
     assert.ok(readFileSync(await heapFile()).includes('svc-second-marker'));
     assert.ok(readFileSync(`${env.paths.rdata}/dump.rdb`).includes('ckptkey2'));
+  });
+
+  it('a Redis image without a shell is saved step by step from svcd, with the same result', async () => {
+    await redis('SET', 'ckptkey3', 'ckptval3');
+    await env.stack.engine.exec('cache', ['mv', '/usr/bin/sh', '/usr/bin/sh.off'], { user: '0' });
+    try {
+      const results = await checkpointDatabases(env.stack.engine, env.stack.spec.services);
+      assert.deepEqual(
+        results.filter((r) => r.service === 'cache').map((r) => r.detail),
+        ['BGSAVE, polled from svcd'],
+      );
+    } finally {
+      await env.stack.engine.exec('cache', ['mv', '/usr/bin/sh.off', '/usr/bin/sh'], { user: '0' });
+    }
+    assert.ok(readFileSync(`${env.paths.rdata}/dump.rdb`).includes('ckptkey3'));
   });
 
   it('a Redis that cannot save fails the checkpoint with the reason', async () => {

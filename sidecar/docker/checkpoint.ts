@@ -8,7 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { ServiceRecord } from '../../protocol/spec.ts';
 import type { DockerEngine } from './engine.ts';
 import { CheckpointError, tail } from './errors.ts';
-import { descendants, type ExecOptions, type ExecResult, execIn } from './exec.ts';
+import { type ExecOptions, type ExecResult, execIn, processTree } from './exec.ts';
 
 export type DatabaseKind = 'postgres' | 'redis' | 'mysql';
 
@@ -41,53 +41,115 @@ const IMAGE: [RegExp, DatabaseKind][] = [
   [/(^|\/)(mysql|mariadb|percona)[^/]*$/, 'mysql'],
 ];
 
-async function processes(pid: number): Promise<{ comm: string; cmdline: string }[]> {
-  const out: { comm: string; cmdline: string }[] = [];
-  for (const p of [pid, ...(await descendants(pid))]) {
-    try {
-      const comm = (await readFile(`/proc/${p}/comm`, 'utf8')).trim();
-      const cmdline = (await readFile(`/proc/${p}/cmdline`, 'utf8')).replaceAll('\0', ' ').trim();
-      out.push({ comm, cmdline });
-    } catch {
-      // exited while we looked
-    }
+async function proc(p: number): Promise<{ comm: string; cmdline: string } | null> {
+  try {
+    const comm = (await readFile(`/proc/${p}/comm`, 'utf8')).trim();
+    const cmdline = (await readFile(`/proc/${p}/cmdline`, 'utf8')).replaceAll('\0', ' ').trim();
+    return { comm, cmdline };
+  } catch {
+    return null; // exited while we looked
   }
-  return out;
+}
+
+/**
+ * What a container runs: its main process first, then (only when the main process is not a
+ * database: a shell or an init in front of it) the processes below it. The walk of /proc is the
+ * costly part, so a detection shares one (`scan`) between all its containers.
+ */
+async function processes(pid: number, scan: () => Promise<(root: number) => number[]>) {
+  const main = await proc(pid);
+  if (main && classify(main)) return { procs: [main], byMain: true };
+  const below = (await scan())(pid);
+  const rest = await Promise.all(below.map(proc));
+  return { procs: [main, ...rest].filter((p) => p !== null), byMain: false };
+}
+
+/** A process's start time (field 22 of /proc/<pid>/stat): with the pid, it names one process. */
+async function startTime(pid: number): Promise<string | null> {
+  try {
+    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] ?? null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Databases recognised by their container's main process, by container id. A container's main
+ * process and its environment never change while it runs; a restart gives a new main process, so
+ * an entry holds only while the same process (pid and start time) is there. Bounded: the oldest
+ * go first.
+ */
+const KNOWN_MAX = 1024;
+const known = new Map<string, { pid: number; started: string; db: Database }>();
+
+async function knownDatabase(id: string, svc: ServiceRecord): Promise<Database | null> {
+  const k = known.get(id);
+  if (!k || k.db.service !== svc.name) return null;
+  if ((await startTime(k.pid)) === k.started) return k.db;
+  known.delete(id);
+  return null;
+}
+
+async function remember(id: string, pid: number, db: Database): Promise<void> {
+  const started = await startTime(pid);
+  if (!started) return;
+  known.delete(id);
+  known.set(id, { pid, started, db });
+  if (known.size > KNOWN_MAX) known.delete(known.keys().next().value!);
+}
+
+function classify(p: { comm: string; cmdline: string }): DatabaseKind | undefined {
+  return PROCESS.find(
+    ([re]) => re.test(p.comm) || re.test(p.cmdline.split(' ')[0].split('/').pop() ?? ''),
+  )?.[1];
 }
 
 /** The database services among the running containers of the stack (inspected all at once). */
 export async function detectDatabases(engine: DockerEngine, services: ServiceRecord[]): Promise<Database[]> {
   const running = (await engine.containers()).filter((c) => c.state === 'running');
+  let tree: Promise<(root: number) => number[]> | undefined;
+  const scan = () => (tree ??= processTree());
   const found = await Promise.all(
     services.map(async (svc): Promise<Database | null> => {
       const c = running.find((x) => x.service === svc.name);
-      return c ? recognise(engine, svc, c.id) : null;
+      return c ? recognise(engine, svc, c.id, scan) : null;
     }),
   );
   return found.filter((d) => d !== null);
 }
 
-async function recognise(engine: DockerEngine, svc: ServiceRecord, id: string): Promise<Database | null> {
+async function recognise(
+  engine: DockerEngine,
+  svc: ServiceRecord,
+  id: string,
+  scan: () => Promise<(root: number) => number[]>,
+): Promise<Database | null> {
+  const cached = await knownDatabase(id, svc);
+  if (cached) return cached;
   const info = await engine.docker.getContainer(id).inspect();
   const env = Object.fromEntries(
     (info.Config.Env ?? []).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
   );
-  const procs = info.State.Pid ? await processes(info.State.Pid) : [];
+  const pid = info.State.Pid;
+  const { procs, byMain } = pid ? await processes(pid, scan) : { procs: [], byMain: false };
   let kind: DatabaseKind | undefined;
   let port: number | undefined;
   for (const p of procs) {
-    const hit = PROCESS.find(
-      ([re]) => re.test(p.comm) || re.test(p.cmdline.split(' ')[0].split('/').pop() ?? ''),
-    );
+    const hit = classify(p);
     if (!hit) continue;
-    kind = hit[1];
+    kind = hit;
     const m = kind === 'redis' ? /:(\d+)\b/.exec(p.cmdline) : null;
     if (m) port = Number(m[1]);
     break;
   }
   if (!kind && !procs.length)
     kind = IMAGE.find(([re]) => re.test(svc.image.split('@')[0].replace(/:[^/:]+$/, '')))?.[1];
-  return kind ? { service: svc.name, id, kind, env, port } : null;
+  if (!kind) return null;
+  const db: Database = { service: svc.name, id, kind, env, port };
+  // Found by what the container itself runs: holds for as long as that process does.
+  if (byMain) await remember(id, pid, db);
+  return db;
 }
 
 const execDb = (engine: DockerEngine, db: Database, cmd: string[], opts: ExecOptions) =>
@@ -137,12 +199,15 @@ async function postgres(engine: DockerEngine, db: Database): Promise<string> {
   throw failure(db, 'CHECKPOINT', last ?? { exit_code: -1, stdout: '', stderr: 'no way to run psql' });
 }
 
-async function redisCli(engine: DockerEngine, db: Database, args: string[]): Promise<string> {
-  const env: Record<string, string> = {};
+function redisEnv(db: Database): Record<string, string> {
   const password = db.env.REDIS_PASSWORD || db.env.REDIS_AUTH;
-  if (password) env.REDISCLI_AUTH = password;
-  const port = db.port ? ['-p', String(db.port)] : [];
-  const r = await execDb(engine, db, ['redis-cli', ...port, ...args], { env, timeoutSec: 60 });
+  return password ? { REDISCLI_AUTH: password } : {};
+}
+
+const redisArgv = (db: Database) => ['redis-cli', ...(db.port ? ['-p', String(db.port)] : [])];
+
+async function redisCli(engine: DockerEngine, db: Database, args: string[]): Promise<string> {
+  const r = await execDb(engine, db, [...redisArgv(db), ...args], { env: redisEnv(db), timeoutSec: 60 });
   if (r.exit_code !== 0 || /^(ERR|NOAUTH|WRONGPASS)/m.test(r.stdout)) {
     if (/Background save already in progress/i.test(r.stdout)) return r.stdout;
     throw failure(db, `redis-cli ${args.join(' ')}`, r);
@@ -167,7 +232,45 @@ async function saveState(engine: DockerEngine, db: Database) {
 /** Between polls of a running save; each poll is a docker exec, itself tens of milliseconds. */
 const POLL_MS = 25;
 
+// The usual save in one exec (issue 15: each exec is tens of milliseconds of Docker's time, and
+// BGSAVE then polling INFO took three to five of them): the container's shell asks for the save
+// and polls INFO every 10 ms until it has ended, then prints the last INFO. $1 is the poll budget,
+// the rest is the redis-cli command. Exit 10: BGSAVE did not answer "started" (already running,
+// scheduled behind an AOF rewrite, refused); exit 11: INFO failed; exit 12: out of polls.
+const SAVE_SCRIPT = `max=$1; shift
+r=$("$@" BGSAVE 2>&1) || { printf '%s\\n' "$r"; exit 10; }
+case $r in *started*) ;; *) printf '%s\\n' "$r"; exit 10;; esac
+n=0
+while :; do
+  i=$("$@" INFO persistence 2>&1) || { printf '%s\\n' "$i"; exit 11; }
+  case $i in *rdb_bgsave_in_progress:0*) printf '%s\\n' "$i"; exit 0;; esac
+  n=$((n+1)); [ "$n" -ge "$max" ] && exit 12
+  sleep 0.01 2>/dev/null || sleep 1
+done`;
+
+/** BGSAVE through SAVE_SCRIPT; null when the image or the reply needs the exec-per-step way. */
+async function redisOneExec(engine: DockerEngine, db: Database, timeoutMs: number): Promise<string | null> {
+  const polls = String(Math.max(1, Math.ceil(timeoutMs / 10)));
+  const r = await execDb(engine, db, ['sh', '-c', SAVE_SCRIPT, 'sh', polls, ...redisArgv(db)], {
+    env: redisEnv(db),
+    timeoutSec: Math.ceil(timeoutMs / 1000) + 5,
+  });
+  if (r.exit_code === 12)
+    throw new CheckpointError(
+      `checkpoint of redis service '${db.service}': BGSAVE did not finish after ${timeoutMs / 1000}s`,
+    );
+  if (r.exit_code !== 0) return null; // no shell, or a reply the step-by-step way explains
+  const status = persistence(r.stdout, 'rdb_last_bgsave_status');
+  if (status !== 'ok')
+    throw new CheckpointError(
+      `checkpoint of redis service '${db.service}': BGSAVE status ${status}; the server's log says why (disk full, permissions)`,
+    );
+  return 'BGSAVE';
+}
+
 async function redis(engine: DockerEngine, db: Database, timeoutMs: number): Promise<string> {
+  const fast = await redisOneExec(engine, db, timeoutMs);
+  if (fast) return fast;
   const deadline = Date.now() + timeoutMs;
   const overdue = (what: string) => {
     if (Date.now() > deadline)
@@ -196,7 +299,7 @@ async function redis(engine: DockerEngine, db: Database, timeoutMs: number): Pro
         throw new CheckpointError(
           `checkpoint of redis service '${db.service}': BGSAVE status ${s.status}; the server's log says why (disk full, permissions)`,
         );
-      return 'BGSAVE';
+      return 'BGSAVE, polled from svcd';
     }
     overdue('did not finish');
     await sleep(POLL_MS);

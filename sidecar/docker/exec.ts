@@ -130,12 +130,17 @@ async function killExec(exec: Docker.Exec): Promise<string> {
 
 /** Every process below `root`, from /proc/<pid>/stat's ppid field. */
 export async function descendants(root: number): Promise<number[]> {
-  const parents = new Map<number, number>();
+  return (await processTree())(root);
+}
+
+/** One walk of /proc; the function it gives lists the processes below any root in that walk. */
+export async function processTree(): Promise<(root: number) => number[]> {
+  const children = new Map<number, number[]>();
   let entries: string[];
   try {
     entries = await readdir('/proc');
   } catch {
-    return [];
+    return () => [];
   }
   await Promise.all(
     entries
@@ -144,23 +149,27 @@ export async function descendants(root: number): Promise<number[]> {
         try {
           const stat = await readFile(`/proc/${e}/stat`, 'utf8');
           // The command name may contain spaces and parentheses: fields restart after the last ')'.
-          const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-          parents.set(Number(e), Number(fields[1]));
+          const parent = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+          const list = children.get(parent);
+          if (list) list.push(Number(e));
+          else children.set(parent, [Number(e)]);
         } catch {
           // exited while we looked
         }
       }),
   );
-  const out: number[] = [];
-  const queue = [root];
-  while (queue.length) {
-    const p = queue.shift()!;
-    for (const [child, parent] of parents) {
-      if (parent === p) {
+  return (root) => {
+    const out: number[] = [];
+    const queue = [root];
+    const seen = new Set(queue); // pids reused during the walk could make a loop
+    for (let i = 0; i < queue.length; i++) {
+      for (const child of children.get(queue[i]) ?? []) {
+        if (seen.has(child)) continue;
+        seen.add(child);
         out.push(child);
         queue.push(child);
       }
     }
-  }
-  return out;
+    return out;
+  };
 }

@@ -16,7 +16,38 @@ interface Probe {
   verdict: Verdict;
 }
 
-async function check(engine: DockerEngine, services: ServiceRecord[]): Promise<Probe[]> {
+/**
+ * Containers whose healthcheck passed just now (one check of our own; no healthcheck: running),
+ * each with the time it started. A snapshot takes it while it checkpoints, just before its freeze
+ * (see `waitHealthy`'s `before`).
+ */
+export type HealthyBefore = Map<string, string>;
+
+export async function healthyBefore(engine: DockerEngine, services: ServiceRecord[]): Promise<HealthyBefore> {
+  const out: HealthyBefore = new Map();
+  const running = (await engine.containers()).filter((c) => c.state === 'running');
+  await Promise.all(
+    services.map(async (svc) => {
+      const c = running.find((x) => x.service === svc.name);
+      if (!c) return;
+      const st = (
+        await engine.docker
+          .getContainer(c.id)
+          .inspect()
+          .catch(() => null)
+      )?.State;
+      if (!st?.Running || st.Paused) return;
+      if (!st.Health || (await probeOnce(engine, c.id, svc)).ok) out.set(c.id, st.StartedAt);
+    }),
+  );
+  return out;
+}
+
+async function check(
+  engine: DockerEngine,
+  services: ServiceRecord[],
+  before?: HealthyBefore,
+): Promise<Probe[]> {
   const containers = await engine.containers();
   const completed = oneShots(services);
   return Promise.all(
@@ -46,6 +77,12 @@ async function check(engine: DockerEngine, services: ServiceRecord[]): Promise<P
       }
       if (st.Status !== 'running') return no(false, `is ${st.Status}`);
       if (!health || health.Status === 'healthy') return { service: name, verdict: { ready: true } };
+      // Its check passed just before a freeze, it is the same process since (same start) and
+      // no check of Docker's failed since: a freeze and thaw change nothing in a process, and
+      // Docker's 'unhealthy' with no failed check is its pause mark (set when a pause stops its
+      // checks), not a verdict. A fresh check of our own would cost another exec after the thaw.
+      if (before?.get(c.id) === st.StartedAt && health.FailingStreak === 0)
+        return { service: name, verdict: { ready: true } };
       // Docker marks a paused container unhealthy without a failed check; after the unpause it
       // turns healthy at the next check. Only failed checks make a service fail the wait.
       // Docker checks only every `interval` (and a check cut by a pause can leave a stale
@@ -84,10 +121,11 @@ export async function waitHealthy(
   engine: DockerEngine,
   services: ServiceRecord[],
   timeoutMs: number,
+  before?: HealthyBefore,
 ): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const probes = await check(engine, services);
+    const probes = await check(engine, services, before);
     const failed = probes.filter((p) => !p.verdict.ready && p.verdict.failed);
     if (failed.length)
       throw new StackUnhealthy(`${engine.project} did not become healthy: ${await describe(engine, failed)}`);

@@ -13,7 +13,7 @@ import { type ProbeOptions, type ProbeReport, verifyEgress } from './egress.ts';
 import { DockerEngine, PROJECT_LABEL } from './engine.ts';
 import { ComposeRunError, DockerError, dockerMessage } from './errors.ts';
 import { type FirewallOptions, isolateBridge, releaseBridge } from './firewall.ts';
-import { diagnose, waitHealthy } from './health.ts';
+import { diagnose, type HealthyBefore, waitHealthy } from './health.ts';
 import { primaryIPv4 } from './hostip.ts';
 import { bridgeName, networkName, projectName, renderCompose } from './render.ts';
 import type { SubnetAllocator } from './subnets.ts';
@@ -144,8 +144,9 @@ export class Stack {
   }
 
   /** Waits until every service (or those given) is healthy; StackUnhealthy with the failing one's logs otherwise. */
-  async waitHealthy(timeoutMs: number, services = this.spec.services): Promise<void> {
-    await waitHealthy(this.engine, services, timeoutMs);
+  /** `before`: what was healthy just before a freeze (health.ts `healthyBefore`). */
+  async waitHealthy(timeoutMs: number, services = this.spec.services, before?: HealthyBefore): Promise<void> {
+    await waitHealthy(this.engine, services, timeoutMs, before);
   }
 
   async stop(): Promise<void> {

@@ -4,6 +4,7 @@
 import type { Results } from '../../protocol/commands.ts';
 import { requireSpec, type SidecarContext, saveVersionSpec, stackOf } from '../context.ts';
 import { checkpointDatabases } from '../docker/checkpoint.ts';
+import { healthyBefore as checkHealthyBefore } from '../docker/health.ts';
 import type { CommandContext } from '../runner.ts';
 
 export const POST_SNAPSHOT_HEALTH_MS = 90_000;
@@ -18,6 +19,10 @@ export async function envSnapshot(
   const engine = stack.engine;
 
   // Databases flush to disk first, so the captured files are what a clean restart expects.
+  // Health is checked while the databases checkpoint, so after the thaw only what changed since
+  // (a restart, a failed check) needs a check of its own.
+  const wanted = spec.services.filter((s) => !keep.includes(s.name));
+  const healthyBefore = checkHealthyBefore(engine, wanted).catch(() => undefined);
   let consistent = true;
   try {
     const done = await checkpointDatabases(engine, spec.services);
@@ -30,6 +35,7 @@ export async function envSnapshot(
   }
   // The freeze covers only the capture (issue 15): the volumes are flushed and the containers
   // listed while the stack still runs; paused, the storage layer's copy is one reflink.
+  const passedBefore = await healthyBefore;
   await ctx.storage.prepareSnapshot?.(cmd.envId, name, spec.volumes);
   const before = await engine.containers();
   const toPause = before.filter((c) => c.state === 'running');
@@ -56,10 +62,7 @@ export async function envSnapshot(
     frozenFor = Date.now() - frozenAt;
     // Health is awaited while the snapshot is made durable. Services left paused on purpose are
     // not asked to be healthy; every other one is.
-    healthy = stack.waitHealthy(
-      POST_SNAPSHOT_HEALTH_MS,
-      spec.services.filter((s) => !keep.includes(s.name)),
-    );
+    healthy = stack.waitHealthy(POST_SNAPSHOT_HEALTH_MS, wanted, passedBefore);
     healthy.catch(() => {}); // awaited below when the snapshot succeeds
   };
   try {

@@ -216,8 +216,12 @@ class Client:
         return self._call("GET", "/v1/deployments/" + quote(dep_id))
 
     def wait(self, dep_id, timeout=900.0, poll=0.5):
-        """Polls a deployment until it has finished (a non-null FinishedAt or a final status)."""
+        """Polls a deployment until it has finished (a non-null FinishedAt or a final status).
+
+        The first poll comes after 50 ms and each wait doubles up to `poll` seconds: snapshots and
+        forks end in well under a second."""
         deadline = time.monotonic() + timeout
+        delay = min(0.05, poll)
         while True:
             got = self.deployment(dep_id)
             d = got["deployment"]
@@ -225,7 +229,8 @@ class Client:
                 return got
             if time.monotonic() > deadline:
                 raise TimeoutError("deployment %s did not finish in %.0f s" % (dep_id, timeout))
-            time.sleep(poll)
+            time.sleep(delay)
+            delay = min(delay * 2, poll)
 
     @route("POST", "/v1/versions/{ver}/pool")
     def set_pool(self, version, size):
