@@ -123,6 +123,13 @@ describe('spare execs on real Docker', { skip: tier('docker'), timeout: 300_000 
       assert.deepEqual(await onSpare(b(), cmd), { exit_code: 7, stdout: 'out', stderr: 'err' });
       assert.deepEqual(await onSpare(b(), ['cat']), await plain(b(), ['cat']));
       assert.deepEqual(await onSpare(b(), ['cat']), { exit_code: 0, stdout: '', stderr: '' });
+      // stderr is another pipe: its first bytes may reach the stream before the spare's GO byte.
+      for (let n = 0; n < 10; n++)
+        assert.deepEqual(await onSpare(b(), ['sh', '-c', 'printf err >&2; exit 4']), {
+          exit_code: 4,
+          stdout: '',
+          stderr: 'err',
+        });
     });
 
     test(`${label}: a missing or unrunnable program gets Docker's message and exit code`, async () => {

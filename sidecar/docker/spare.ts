@@ -108,11 +108,14 @@ export class Spare {
 
   #output(type: number, payload: Buffer): void {
     if (this.state === 'taken') {
-      if (!this.#went && type === 1 && payload.length) {
+      // GO is the first byte on stdout; stderr is another pipe, so the command's first
+      // stderr bytes may come before it.
+      if (type === 2) return this.#errOut.push(payload);
+      if (!this.#went && payload.length) {
         this.#went = true;
         if (payload[0] === GO) payload = payload.subarray(1);
       }
-      if (this.#went) (type === 2 ? this.#errOut : this.#out).push(payload);
+      this.#out.push(payload);
       return;
     }
     // Before use only the ready byte is expected; anything else (Docker refusing /bin/sh, a
