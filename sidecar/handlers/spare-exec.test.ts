@@ -15,7 +15,7 @@ import { projectName } from '../docker/render.ts';
 import { spares } from '../docker/spare.ts';
 import { svc, testEnvId } from '../docker/testing.ts';
 import { unmountUnder } from '../storage/quota.ts';
-import { commandRunner, testContext } from './testing.ts';
+import { commandRunner, createPayload, testContext } from './testing.ts';
 
 describe('spare execs through env.pause, env.exec and verify', {
   skip: tier('docker'),
@@ -31,16 +31,13 @@ describe('spare execs through env.pause, env.exec and verify', {
     dir = mkdtempSync(join(tmpdir(), 'svc-spare-'));
     ctx = await testContext(join(dir, 'data'));
     run = commandRunner(ctx, envId, 'spare');
-    const r = await run('env.create', {
-      version: 'ver_1',
-      services: [svc('helper', BUSYBOX_IMAGE), svc('main', BUSYBOX_IMAGE, { user: '1000:1000' })],
-      volumes: [],
-      from_snapshot: '',
-      warm: null,
-      egress: 'allow',
-      agent: 'main',
-      disk_mb: 64,
-    });
+    const r = await run(
+      'env.create',
+      createPayload(
+        [svc('helper', BUSYBOX_IMAGE), svc('main', BUSYBOX_IMAGE, { user: '1000:1000' })],
+        'main',
+      ),
+    );
     assert.equal(r.ok, true, r.error);
     const all = await new DockerEngine(projectName(envId), ctx.docker).containers();
     mainId = all.find((c) => c.service === 'main')?.id ?? '';
