@@ -110,7 +110,10 @@ export class Spare {
     if (this.state === 'taken') {
       // GO is the first byte on stdout; stderr is another pipe, so the command's first
       // stderr bytes may come before it.
-      if (type === 2) return this.#errOut.push(payload);
+      if (type === 2) {
+        this.#errOut.push(payload);
+        return;
+      }
       if (!this.#went && payload.length) {
         this.#went = true;
         if (payload[0] === GO) payload = payload.subarray(1);
