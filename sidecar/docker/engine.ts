@@ -157,19 +157,17 @@ export class DockerEngine {
    * keeps the listing out of it.
    */
   async freezeEach(op: 'pause' | 'unpause', todo: ServiceContainer[]): Promise<void> {
-    // A frozen spare would not answer: not taken from before the pause until after the unpause.
+    // A frozen spare would not answer, and a spare starting during a pause deadlocks Docker:
+    // none is taken or started from before the pause until after the unpause (spare.ts).
     if (op === 'pause')
-      spares.markFrozen(
+      await spares.beforePause(
+        this.project,
         todo.map((c) => c.id),
-        true,
       );
     const results = await Promise.allSettled(todo.map((c) => this.docker.getContainer(c.id)[op]()));
-    // A failed pause may be one of a container already paused: its spare stays marked frozen.
+    // A failed pause may be one of a container already paused: it stays marked paused.
     if (op === 'unpause')
-      spares.markFrozen(
-        todo.filter((_c, i) => results[i].status === 'fulfilled').map((c) => c.id),
-        false,
-      );
+      spares.afterUnpause(todo.filter((_c, i) => results[i].status === 'fulfilled').map((c) => c.id));
     const failed = results.findIndex((r) => r.status === 'rejected');
     if (failed >= 0)
       throw new DockerError(

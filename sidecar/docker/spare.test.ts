@@ -214,6 +214,22 @@ describe('spare execs on real Docker', { skip: tier('docker'), timeout: 300_000 
     assert.equal(spare?.went, true);
   });
 
+  test('a pause right after an exec waits for the spare it left starting (Docker would deadlock)', async () => {
+    const b = boxes[1];
+    const engine = new DockerEngine(b.project, docker);
+    for (let n = 0; n < 5; n++) {
+      assert.equal(await spares.prepare(docker, b.project, 'main', b.id), true);
+      await engine.exec('main', ['true'], { spare: true }); // the next spare starts in the background
+      await engine.pause();
+      const next = spares.get(b.id);
+      assert.notEqual(next?.state, 'starting', 'no spare is starting while the container is paused');
+      assert.equal(spares.isFrozen(b.id), true);
+      assert.equal(await spares.prepare(docker, b.project, 'main', b.id), false, 'none started while paused');
+      await engine.unpause();
+      assert.equal((await docker.getContainer(b.id).inspect()).State.Paused, false);
+    }
+  });
+
   test('a container whose environment a shell would change gets no spare', async () => {
     const b = await box('dots', BUSYBOX_IMAGE, ['A.B=1'], true);
     boxes.push(b);

@@ -19,6 +19,7 @@
 //   in the container's process list (a verify's record of the agent's processes included).
 import type { Duplex } from 'node:stream';
 import type Docker from 'dockerode';
+import { settledWithin } from '../../shared/concurrency.ts';
 import { ExecTimeout } from './errors.ts';
 import { DEFAULT_MAX_OUTPUT, type ExecOptions, type ExecResult, finishExec, streamEnded } from './exec.ts';
 import { Demuxer, TailBuffer } from './mux.ts';
@@ -28,6 +29,8 @@ import { GO, READY, restoreFor, SPARE_SCRIPT, spareLine } from './spare-line.ts'
 export const MAX_SPARE_LINE = 64 * 1024;
 /** How long env.pause waits for the spare to be ready before it freezes the stack anyway. */
 export const SPARE_READY_WAIT_MS = 2000;
+/** How long a pause waits for a spare still starting in its containers (normally ~50 ms). */
+export const PAUSE_WAIT_MS = 10_000;
 
 type State = 'starting' | 'ready' | 'taken' | 'dropped';
 
@@ -36,8 +39,6 @@ export class Spare {
   readonly project: string;
   readonly service: string;
   state: State = 'starting';
-  /** Set while the container is paused by the sidecar: a frozen shell would not answer. */
-  frozen = false;
   readonly ready: Promise<boolean>;
   #setReady!: (ok: boolean) => void;
   /** Settles when the spare is dropped unused. */
@@ -188,10 +189,12 @@ export class SpareExecs {
   /** SVC_EXEC_SPARES=0 turns spares off (benchmarks compare both ways). */
   enabled = true;
   readonly #byId = new Map<string, Spare>();
+  /** Containers svcd paused (id → project): their spares are not taken, none is started. */
+  readonly #frozen = new Map<string, string>();
 
   /** The container's spare, started when it has none; resolves whether it is ready. */
   prepare(docker: Docker, project: string, service: string, id: string): Promise<boolean> {
-    if (!this.enabled) return Promise.resolve(false);
+    if (!this.enabled || this.#frozen.has(id)) return Promise.resolve(false);
     this.dropStale(project, service, id);
     const had = this.#byId.get(id);
     if (had) return had.ready;
@@ -206,7 +209,7 @@ export class SpareExecs {
   /** The container's spare when it is ready, idle and not frozen; it is no longer kept. */
   take(id: string): Spare | null {
     const spare = this.#byId.get(id);
-    if (spare?.state !== 'ready' || spare.frozen) return null;
+    if (spare?.state !== 'ready' || this.#frozen.has(id)) return null;
     spare.state = 'taken';
     this.#byId.delete(id);
     return spare;
@@ -241,14 +244,29 @@ export class SpareExecs {
   /** Drops every spare of a compose project (env.destroy). */
   dropProject(project: string): void {
     for (const s of [...this.#byId.values()]) if (s.project === project) s.drop();
+    for (const [id, p] of this.#frozen) if (p === project) this.#frozen.delete(id);
   }
 
-  /** Marks the spares of these containers frozen (before a pause) or thawed (after an unpause). */
-  markFrozen(ids: string[], frozen: boolean): void {
-    for (const id of ids) {
-      const s = this.#byId.get(id);
-      if (s) s.frozen = frozen;
-    }
+  /**
+   * Before svcd pauses these containers: no spare is taken or started in them until they are
+   * unpaused, and a spare still starting there (a background refill after an exec) is waited
+   * for, bounded: an exec whose runc start is frozen by a pause deadlocks Docker 20.10 (the
+   * container stays paused, its inspect hangs), so a pause must never overlap one.
+   */
+  async beforePause(project: string, ids: string[]): Promise<void> {
+    for (const id of ids) this.#frozen.set(id, project);
+    const starting = ids.map((id) => this.#byId.get(id)).filter((s) => s?.state === 'starting');
+    if (starting.length) await settledWithin(Promise.all(starting.map((s) => s?.ready)), PAUSE_WAIT_MS);
+  }
+
+  /** After svcd unpaused these containers: their spares may be taken again. */
+  afterUnpause(ids: string[]): void {
+    for (const id of ids) this.#frozen.delete(id);
+  }
+
+  /** Whether svcd holds this container paused (tests and diagnostics). */
+  isFrozen(id: string): boolean {
+    return this.#frozen.has(id);
   }
 
   /** The spare kept for a container (tests and diagnostics). */

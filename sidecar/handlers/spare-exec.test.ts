@@ -56,7 +56,7 @@ describe('spare execs through env.pause, env.exec and verify', {
     assert.deepEqual([...(paused.payload as { services: string[] }).services].sort(), ['helper', 'main']);
     const spare = spares.get(mainId);
     assert.equal(spare?.state, 'ready');
-    assert.equal(spare?.frozen, true);
+    assert.equal(spares.isFrozen(mainId), true);
     const refused = await run('env.exec', { service: 'main', cmd: ['true'] });
     assert.equal(refused.ok, false);
     assert.match(refused.error ?? '', /paused/);
