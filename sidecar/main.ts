@@ -10,6 +10,7 @@ import type { SidecarContext } from './context.ts';
 import { collectBuildImages, DEFAULT_BUILD_GC_EVERY_MS, DEFAULT_BUILD_KEEP_MS } from './docker/build-gc.ts';
 import { type ComposeFlavor, detectComposeTool } from './docker/compose-tool.ts';
 import { dockerClient } from './docker/engine.ts';
+import { spares, sparesEnabledFromEnv } from './docker/spare.ts';
 import { subnetAllocatorFromEnv } from './docker/subnets.ts';
 import { handlers, undoInterrupted } from './handlers/index.ts';
 import { install } from './install.ts';
@@ -124,6 +125,7 @@ export async function runSidecar(opts: SidecarOptions): Promise<number> {
     buildKeepMs: secondsEnv('SVC_BUILD_KEEP', DEFAULT_BUILD_KEEP_MS),
     pool: stackPoolFromEnv(),
   };
+  spares.enabled = sparesEnabledFromEnv();
   const stopCollecting = collectPeriodically(ctx);
 
   let link: Link | null = null;

@@ -5,6 +5,7 @@
 // exec of `true` and a `docker exec` CLI one.
 import Docker from 'dockerode';
 import type { Db } from '../../server/db/types.ts';
+import { sleep } from '../../shared/concurrency.ts';
 import { PROJECT_LABEL, SERVICE_LABEL } from '../../sidecar/docker/engine.ts';
 import { projectName } from '../../sidecar/docker/render.ts';
 import { cliExec, rawExec } from '../exec/baseline.ts';
@@ -36,21 +37,42 @@ async function commandMs(db: Db, envId: string, kind: string): Promise<number> {
   return row ? Date.parse(row.finished_at) - Date.parse(row.created_at) : Number.NaN;
 }
 
-/** Call right after the claim and its first exec, before the environment is destroyed. */
-export async function splitOf(db: Db, envId: string): Promise<Split> {
+/** The control plane's view: call right after the claim and its first exec. */
+export async function commandSplit(db: Db, envId: string): Promise<Pick<Split, 'cpUnpause' | 'cpExec'>> {
+  return {
+    cpUnpause: await commandMs(db, envId, 'env.unpause'),
+    cpExec: await commandMs(db, envId, 'env.exec'),
+  };
+}
+
+/**
+ * Waits (bounded) until no exec is being started in the container (a `runc init` process: svcd's
+ * background spare after an exec): a pause that freezes one deadlocks Docker 20.10. svcd's own
+ * pauses wait for it (sidecar/docker/spare.ts); this raw pause must too.
+ */
+async function noExecStarting(id: string): Promise<void> {
+  for (let i = 0; i < 250; i++) {
+    const top = (await docker.getContainer(id).top({ ps_args: '-o pid,args' })) as { Processes: string[][] };
+    if (!top.Processes.some((p) => p.join(' ').includes('runc init'))) return;
+    await sleep(20);
+  }
+  throw new Error(`an exec in ${id} is still starting after 5 s`);
+}
+
+/** The same Docker work done raw on the claimed stack; call before the environment is destroyed. */
+export async function rawSplit(envId: string): Promise<Omit<Split, 'cpUnpause' | 'cpExec'>> {
   const filters = { label: [`${PROJECT_LABEL}=${projectName(envId)}`] };
   let list: Docker.ContainerInfo[] = [];
   const rawList = await timed(async () => {
     list = await docker.listContainers({ all: true, filters });
   });
   const containers = list.map((c) => docker.getContainer(c.Id));
-  await Promise.all(containers.map((c) => c.pause()));
-  const rawUnpause = await timed(() => Promise.all(containers.map((c) => c.unpause())));
   const main = list.find((c) => c.Labels[SERVICE_LABEL] === 'main');
   if (!main) throw new Error(`no main container in ${envId}`);
+  await noExecStarting(main.Id);
+  await Promise.all(containers.map((c) => c.pause()));
+  const rawUnpause = await timed(() => Promise.all(containers.map((c) => c.unpause())));
   return {
-    cpUnpause: await commandMs(db, envId, 'env.unpause'),
-    cpExec: await commandMs(db, envId, 'env.exec'),
     rawList,
     rawUnpause,
     rawExec: await timed(() => rawExec(docker.getContainer(main.Id))),

@@ -3,8 +3,9 @@
 import Docker from 'dockerode';
 import { getArchiveFrom, type Owner, putArchiveIn } from './archive.ts';
 import { DockerError, dockerMessage, ExecNotCreated, NoSuchService } from './errors.ts';
-import { type ExecOptions, type ExecResult, execIn } from './exec.ts';
+import { checkCommand, type ExecOptions, type ExecResult, execIn } from './exec.ts';
 import { demuxAll } from './mux.ts';
+import { spares } from './spare.ts';
 
 export const PROJECT_LABEL = 'com.docker.compose.project';
 export const SERVICE_LABEL = 'com.docker.compose.service';
@@ -92,6 +93,8 @@ export class DockerEngine {
     const key = `${this.project}/${service}`;
     const hint = lastSeen.get(key);
     if (hint) {
+      const viaSpare = await this.#onSpare(service, hint, cmd, opts);
+      if (viaSpare) return viaSpare;
       try {
         return await execIn(this.docker.getContainer(hint), service, cmd, opts);
       } catch (err) {
@@ -101,10 +104,22 @@ export class DockerEngine {
     }
     const c = await this.find(service);
     if (c.state !== 'running') {
-      const hint = c.state === 'paused' ? ' (it is paused, frozen for a snapshot or a verify)' : '';
-      throw new DockerError(`exec in service '${service}': its container is ${c.state}${hint}`);
+      const why = c.state === 'paused' ? ' (it is paused, frozen for a snapshot or a verify)' : '';
+      throw new DockerError(`exec in service '${service}': its container is ${c.state}${why}`);
+    }
+    if (opts.spare) spares.dropStale(this.project, service, c.id);
+    if (c.id !== hint) {
+      const viaSpare = await this.#onSpare(service, c.id, cmd, opts);
+      if (viaSpare) return viaSpare;
     }
     return execIn(this.docker.getContainer(c.id), service, cmd, opts);
+  }
+
+  /** The command run on the container's spare exec, or null when it has none ready (spare.ts). */
+  async #onSpare(service: string, id: string, cmd: string[], opts: ExecOptions): Promise<ExecResult | null> {
+    if (!opts.spare) return null;
+    checkCommand(cmd);
+    return spares.runOn(this.docker, { project: this.project, service, id }, cmd, opts);
   }
 
   async putArchive(service: string, path: string, tar: Buffer, owner?: Owner): Promise<void> {
@@ -142,7 +157,17 @@ export class DockerEngine {
    * keeps the listing out of it.
    */
   async freezeEach(op: 'pause' | 'unpause', todo: ServiceContainer[]): Promise<void> {
+    // A frozen spare would not answer, and a spare starting during a pause deadlocks Docker:
+    // none is taken or started from before the pause until after the unpause (spare.ts).
+    if (op === 'pause')
+      await spares.beforePause(
+        this.project,
+        todo.map((c) => c.id),
+      );
     const results = await Promise.allSettled(todo.map((c) => this.docker.getContainer(c.id)[op]()));
+    // A failed pause may be one of a container already paused: it stays marked paused.
+    if (op === 'unpause')
+      spares.afterUnpause(todo.filter((_c, i) => results[i].status === 'fulfilled').map((c) => c.id));
     const failed = results.findIndex((r) => r.status === 'rejected');
     if (failed >= 0)
       throw new DockerError(

@@ -17,6 +17,8 @@ export interface ExecOptions {
   workingDir?: string;
   /** Per stream; the tail is kept. Default 4 MiB (a result frame is at most 16 MiB). */
   maxOutputBytes?: number;
+  /** May run on the container's spare exec (spare.ts): only env.exec, the user's own commands. */
+  spare?: boolean;
 }
 
 export interface ExecResult {
@@ -70,12 +72,36 @@ export async function execIn(
   const errOut = new TailBuffer(max);
   const demux = new Demuxer((type, payload) => (type === 2 ? errOut : out).push(payload));
   stream.on('data', (chunk: Buffer) => demux.write(chunk));
+  return finishExec({ exec, service, stream, ended: streamEnded(stream), out, errOut }, timeoutSec);
+}
+
+/** Settles when the exec's attached stream ends (or closes); rejects on a stream error. */
+export function streamEnded(stream: NodeJS.ReadableStream): Promise<void> {
   const ended = new Promise<void>((resolve, reject) => {
     stream.on('end', resolve);
     stream.on('close', resolve);
     stream.on('error', reject);
   });
   ended.catch(() => {}); // a late stream error after a timeout must not become an unhandled rejection
+  return ended;
+}
+
+/** A started exec whose output is being collected (a plain one, or a spare that was handed a command). */
+export interface RunningExec {
+  exec: Docker.Exec;
+  service: string;
+  stream: NodeJS.ReadableStream;
+  ended: Promise<void>;
+  out: TailBuffer;
+  errOut: TailBuffer;
+}
+
+/**
+ * Waits for the output to end within `timeoutSec` and reads the exit code; past the timeout the
+ * exec's process tree is killed and ExecTimeout carries what it printed.
+ */
+export async function finishExec(run: RunningExec, timeoutSec: number): Promise<ExecResult> {
+  const { exec, service, stream, ended, out, errOut } = run;
   if (!(await settledWithin(ended, timeoutSec * 1000))) {
     const kill = await killExec(exec);
     // What the command wrote before dying is still in flight; give it a moment.

@@ -17,7 +17,7 @@ import { projectName } from '../docker/render.ts';
 import { svc, testEnvId } from '../docker/testing.ts';
 import { refuseRootProcess } from '../docker/users.ts';
 import { unmountUnder } from '../storage/quota.ts';
-import { commandRunner, testContext } from './testing.ts';
+import { commandRunner, createPayload, testContext } from './testing.ts';
 
 const TOOR_IMAGE = `svc-test/i17-toor:${randomBytes(4).toString('hex')}`;
 
@@ -30,16 +30,7 @@ describe('the agent is never root, on real Docker', { skip: tier('docker') }, ()
     made.push(envId);
     const run = commandRunner(ctx, envId, 'agent');
     const services = [svc('main', image, { user }), svc('helper', BUSYBOX_IMAGE)];
-    const r = await run('env.create', {
-      version: 'ver_1',
-      services,
-      volumes: [],
-      from_snapshot: '',
-      warm: null,
-      egress: 'allow',
-      agent: 'main',
-      disk_mb: 64,
-    });
+    const r = await run('env.create', createPayload(services, 'main'));
     const containers = await new DockerEngine(projectName(envId), ctx.docker).containers();
     return { envId, r, containers, run };
   };

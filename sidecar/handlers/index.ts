@@ -4,12 +4,13 @@
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Capabilities } from '../../protocol/commands.ts';
-import { envDir, loadSpec, pooled, requireSpec, type SidecarContext, stackOf } from '../context.ts';
+import { envDir, loadSpec, pooled, type SidecarContext, stackOf } from '../context.ts';
 import type { Handlers } from '../runner.ts';
 import { verifyCollect } from '../verify/collect.ts';
 import { verifyRun } from '../verify/run.ts';
 import { envDestroy } from './destroy.ts';
 import { envExec, envGet, envPut, hostReport } from './io.ts';
+import { envPause, envUnpause } from './pause.ts';
 import { envSnapshot } from './snapshot.ts';
 import { envCreate, envFork, envRollback } from './stack-ops.ts';
 
@@ -26,12 +27,8 @@ export function handlers(ctx: SidecarContext, capabilities: () => Promise<Capabi
     'verify.collect': (cmd) => verifyCollect(ctx, cmd),
     'verify.run': (cmd) => verifyRun(ctx, cmd),
     'env.destroy': (cmd) => pooled(ctx, 'teardown', cmd, () => envDestroy(ctx, cmd)),
-    'env.pause': async (cmd) => ({
-      services: await stackOf(ctx, cmd.envId, await requireSpec(ctx, cmd.envId)).engine.pause(),
-    }),
-    'env.unpause': async (cmd) => ({
-      services: await stackOf(ctx, cmd.envId, await requireSpec(ctx, cmd.envId)).engine.unpause(),
-    }),
+    'env.pause': (cmd) => envPause(ctx, cmd),
+    'env.unpause': (cmd) => envUnpause(ctx, cmd),
   };
 }
 

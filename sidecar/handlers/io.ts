@@ -27,7 +27,8 @@ export async function envExec(
 ): Promise<Results['env.exec']> {
   const { service, cmd: argv, timeout_sec: timeoutSec = DEFAULT_EXEC_TIMEOUT_SEC } = cmd.payload;
   try {
-    const r = await engineOf(ctx, cmd.envId).exec(service, argv, { timeoutSec });
+    // The user's own command: it may take the container's spare exec (docker/spare.ts).
+    const r = await engineOf(ctx, cmd.envId).exec(service, argv, { timeoutSec, spare: true });
     return { exit_code: r.exit_code, stdout: r.stdout, stderr: r.stderr };
   } catch (err) {
     // Like timeout(1): the command ran, so its partial output comes back with exit code 124.

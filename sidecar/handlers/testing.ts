@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { type Frame, frame } from '../../protocol/frames.ts';
+import type { ServiceRecord } from '../../protocol/spec.ts';
 import type { SidecarContext } from '../context.ts';
 import { detectComposeTool } from '../docker/compose-tool.ts';
 import { dockerClient } from '../docker/engine.ts';
@@ -19,6 +20,20 @@ export async function testContext(dataDir: string): Promise<SidecarContext> {
     probe: {},
     log: () => {},
     readers: new Map(),
+  };
+}
+
+/** An env.create payload: these services, no volumes, egress allowed, `agent` as the agent service. */
+export function createPayload(services: ServiceRecord[], agent: string): Record<string, unknown> {
+  return {
+    version: 'ver_1',
+    services,
+    volumes: [],
+    from_snapshot: '',
+    warm: null,
+    egress: 'allow',
+    agent,
+    disk_mb: 64,
   };
 }
 

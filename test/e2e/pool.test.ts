@@ -35,6 +35,17 @@ function states(envId: string): string[] {
     .filter(Boolean);
 }
 
+/** The spare exec shells waiting in the env's main container (`docker top` works while it is paused). */
+function spareShells(envId: string): number {
+  const id = execFileSync(
+    'docker',
+    ['ps', '-q', '--filter', `label=com.docker.compose.project=${envId.toLowerCase()}`],
+    { encoding: 'utf8' },
+  ).trim();
+  const top = execFileSync('docker', ['top', id, '-o', 'pid,args'], { encoding: 'utf8' });
+  return top.split('\n').filter((l) => l.includes("svc_n='")).length;
+}
+
 describe('warm pool on real Docker', { skip: tier('docker') }, () => {
   let r: Real;
   before(async () => {
@@ -63,6 +74,8 @@ describe('warm pool on real Docker', { skip: tier('docker') }, () => {
     }
     assert.ok(member, `no ready member\n${r.log()}`);
     assert.deepEqual(states(member), ['paused']);
+    // It holds a spare exec for the first exec after the claim: a shell waiting on stdin (spare.ts).
+    assert.equal(spareShells(member), 1);
 
     const c = await r.t.req('POST', '/v1/sandboxes', { body: { from_version: ver, name: 'episode' } });
     assert.equal(c.status, 201, JSON.stringify(c.body));

@@ -1,0 +1,85 @@
+// The shell text of a spare exec (issue 15; see spare.ts): the script the spare starts with and
+// the one line that hands it a command. Only POSIX sh and its builtins (dash, bash, busybox ash).
+//
+// The script prints READY, reads one line from stdin and evals it. The line re-creates the argv
+// exactly as positional parameters (`set -- 'a' 'b'`: inside single quotes every byte but the
+// quote itself is literal, so a quote is written `'\''` and a newline, which would end the line,
+// is `'"$svc_n"'`, a variable holding one newline set by the script), then:
+//
+// - does the lookup runc does before it execs (a name with a slash must exist, be no directory
+//   and be executable; a bare name must be an executable file in a $PATH directory), and when it
+//   fails prints Docker's own message on stdout and exits 126, as a plain exec through the Engine
+//   API does (checked on this machine's runc 1.1: `OCI runtime exec failed: exec failed: unable
+//   to start container process: exec: "<argv0>": <reason>: unknown` + CRLF, exit 126);
+// - restores the environment a plain exec gets: the shell exports PWD (dash, ash) and SHLVL (ash,
+//   bash) and the script's own variables are visible to it, so each of those names is unset, or
+//   set back to the container's own value when its config has one;
+// - prints GO and `exec "$@"`: the command replaces the shell, so its output, the end of the
+//   stream, its exit code and its pid are the exec's. No GO on the stream means the line never
+//   ran (the spare was killed first), so the caller may run the command the plain way instead.
+
+/** The first byte a spare prints: it is listening for its command. */
+export const READY = 0x06;
+/** The byte a spare prints right before the command starts (or before Docker's refusal). */
+export const GO = 0x07;
+
+/** Variables of the spare's own shell code (plus the ones shells add) kept out of the command's environment. */
+const OWN_VARS = ['svc_n', 'svc_l', 'svc_m', 'svc_p', 'svc_d'];
+const SHELL_VARS = ['PWD', 'OLDPWD', 'SHLVL'];
+
+/** The `sh -c` script of a spare. The literal newline makes `svc_n` without a subshell. */
+export const SPARE_SCRIPT = `svc_n='\n'; printf '\\00${READY.toString(8)}'; IFS= read -r svc_l || exit 0; eval "$svc_l"`;
+
+/** Names a POSIX shell keeps in the environment it passes on; dash and ash drop any other. */
+const SHELL_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/** One argument, single-quoted so that the shell reads back exactly these characters. */
+export function shellQuote(arg: string): string {
+  let out = "'";
+  for (const ch of arg) {
+    if (ch === "'") out += "'\\''";
+    else if (ch === '\n') out += `'"$svc_n"'`;
+    else out += ch;
+  }
+  return `${out}'`;
+}
+
+/**
+ * What the line does before it execs, for a container whose config environment is `env`
+ * (`NAME=value` entries), or null when a spare cannot give that container's commands the same
+ * environment (a name the shell would drop).
+ */
+export function restoreFor(env: string[]): string | null {
+  const values = new Map<string, string>();
+  for (const entry of env) {
+    const eq = entry.indexOf('=');
+    const name = eq < 0 ? entry : entry.slice(0, eq);
+    if (!SHELL_NAME.test(name)) return null;
+    values.set(name, eq < 0 ? '' : entry.slice(eq + 1));
+  }
+  return [...SHELL_VARS, ...OWN_VARS]
+    .map((name) => {
+      const v = values.get(name);
+      return v === undefined ? `unset ${name}` : `export ${name}=${shellQuote(v)}`;
+    })
+    .join('; ');
+}
+
+// runc's lookup (Go's exec.LookPath) and its messages; `$PATH` in svc_m is literal text.
+const LOOKUP = [
+  'svc_m=; case $1 in',
+  '*/*) if [ ! -e "$1" ]; then svc_m="stat $1: no such file or directory";',
+  'elif [ -d "$1" ] || [ ! -x "$1" ]; then svc_m=\'permission denied\'; fi;;',
+  '*) svc_m=\'executable file not found in $PATH\'; svc_p="$PATH:";',
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: shell parameter expansion
+  'while [ -n "$svc_p" ]; do svc_d=${svc_p%%:*}; svc_p=${svc_p#*:};',
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: shell parameter expansion
+  'if [ -f "${svc_d:-.}/$1" ] && [ -x "${svc_d:-.}/$1" ]; then svc_m=; break; fi; done;;',
+  'esac;',
+  `if [ -n "$svc_m" ]; then printf '\\00${GO.toString(8)}OCI runtime exec failed: exec failed: unable to start container process: exec: "%s": %s: unknown\\r\\n' "$1" "$svc_m"; exit 126; fi`,
+].join(' ');
+
+/** The line that makes a spare run `argv` (one line: no newline inside, one at the end). */
+export function spareLine(argv: string[], restore: string): string {
+  return `set -- ${argv.map(shellQuote).join(' ')}; ${LOOKUP}; ${restore}; printf '\\00${GO.toString(8)}'; exec "$@"\n`;
+}

@@ -1,0 +1,291 @@
+// Spare execs (issue 15, goal 3): an Engine API exec started ahead of time in a container, a
+// shell waiting for one command on stdin, so the exec that takes it skips Docker's exec create
+// and runc's start (~55 ms here) and pays only a pipe write.
+//
+// - At most one per container, kept in this process's memory by container id. `env.exec` takes
+//   the container's spare when one is ready, idle and not frozen, else runs a plain exec.
+// - Made by `env.pause` for the environment's exec default service before it freezes the stack
+//   (a warm-pool member holds one while paused), and again in the background after an exec used
+//   one; never on a plain exec or a create (density: idle sandboxes pay no extra process).
+// - A spare whose stream ended before use (container stopped or restarted, the shell killed) is
+//   dropped; one that cannot start (no /bin/sh, an engine error, an environment the shell would
+//   change) is simply no spare. Dropped on env.destroy and when the service's container changes.
+// - Only `env.exec` (the user's own commands) uses spares: health checks, checkpoints and the
+//   verify / grader paths call execIn directly and never take one (spare.test.ts checks it).
+// - The spare runs with the container's default user, working directory and environment, as the
+//   plain exec it replaces; the user can already run anything there. Differences (spare-line.ts,
+//   docs/architecture.md "Spare execs"): the command's stdin is an empty pipe, not /dev/null; a
+//   shebang-less executable file is run by the shell where runc refuses it; the spare's shell shows
+//   in the container's process list (a verify's record of the agent's processes included).
+import type { Duplex } from 'node:stream';
+import type Docker from 'dockerode';
+import { settledWithin } from '../../shared/concurrency.ts';
+import { ExecTimeout } from './errors.ts';
+import { DEFAULT_MAX_OUTPUT, type ExecOptions, type ExecResult, finishExec, streamEnded } from './exec.ts';
+import { Demuxer, TailBuffer } from './mux.ts';
+import { GO, READY, restoreFor, SPARE_SCRIPT, spareLine } from './spare-line.ts';
+
+/** Lines above this size go the plain way: the shell reads its line one byte at a time. */
+export const MAX_SPARE_LINE = 64 * 1024;
+/** How long env.pause waits for the spare to be ready before it freezes the stack anyway. */
+export const SPARE_READY_WAIT_MS = 2000;
+/** How long a pause waits for a spare still starting in its containers (normally ~50 ms). */
+export const PAUSE_WAIT_MS = 10_000;
+
+type State = 'starting' | 'ready' | 'taken' | 'dropped';
+
+export class Spare {
+  readonly id: string;
+  readonly project: string;
+  readonly service: string;
+  state: State = 'starting';
+  readonly ready: Promise<boolean>;
+  #setReady!: (ok: boolean) => void;
+  /** Settles when the spare is dropped unused. */
+  readonly dropped: Promise<void>;
+  #setDropped!: () => void;
+  #exec: Docker.Exec | null = null;
+  #stream: Duplex | null = null;
+  #ended: Promise<void> = Promise.resolve();
+  #restore = '';
+  #went = false;
+  /** The line ran: the command started (or Docker's refusal was given), so the spare is used up. */
+  get went(): boolean {
+    return this.#went;
+  }
+  #out = new TailBuffer(DEFAULT_MAX_OUTPUT);
+  #errOut = new TailBuffer(DEFAULT_MAX_OUTPUT);
+  readonly #onGone: (s: Spare) => void;
+
+  constructor(id: string, project: string, service: string, onGone: (s: Spare) => void) {
+    this.id = id;
+    this.project = project;
+    this.service = service;
+    this.#onGone = onGone;
+    this.ready = new Promise((resolve) => {
+      this.#setReady = resolve;
+    });
+    this.dropped = new Promise((resolve) => {
+      this.#setDropped = resolve;
+    });
+  }
+
+  /** Starts the shell; `ready` says whether it came up. Never throws. */
+  async start(docker: Docker): Promise<void> {
+    try {
+      const container = docker.getContainer(this.id);
+      const restore = restoreFor((await container.inspect()).Config.Env ?? []);
+      if (restore === null) return this.drop();
+      this.#restore = restore;
+      if (this.state !== 'starting') return;
+      this.#exec = await container.exec({
+        Cmd: ['/bin/sh', '-c', SPARE_SCRIPT],
+        AttachStdin: true,
+        AttachStdout: true,
+        AttachStderr: true,
+        Tty: false,
+        User: '',
+      });
+      const stream = (await this.#exec.start({ hijack: true, stdin: true })) as unknown as Duplex;
+      this.#stream = stream;
+      const demux = new Demuxer((type, payload) => this.#output(type, payload));
+      stream.on('data', (chunk: Buffer) => demux.write(chunk));
+      this.#ended = streamEnded(stream);
+      this.#ended.then(
+        () => this.#gone(),
+        () => this.#gone(),
+      );
+      // Dropped while it started (env.destroy): the shell goes at once.
+      if ((this.state as State) === 'dropped') stream.destroy();
+    } catch {
+      this.drop();
+    }
+  }
+
+  /** The host pid of the spare's shell (0 before it started). */
+  async pid(): Promise<number> {
+    return this.#exec ? ((await this.#exec.inspect()).Pid ?? 0) : 0;
+  }
+
+  #output(type: number, payload: Buffer): void {
+    if (this.state === 'taken') {
+      // GO is the first byte on stdout; stderr is another pipe, so the command's first
+      // stderr bytes may come before it.
+      if (type === 2) {
+        this.#errOut.push(payload);
+        return;
+      }
+      if (!this.#went && payload.length) {
+        this.#went = true;
+        if (payload[0] === GO) payload = payload.subarray(1);
+      }
+      this.#out.push(payload);
+      return;
+    }
+    // Before use only the ready byte is expected; anything else (Docker refusing /bin/sh, a
+    // shell that is not one) means no spare.
+    if (this.state === 'starting' && type === 1 && payload.length === 1 && payload[0] === READY) {
+      this.state = 'ready';
+      this.#setReady(true);
+      return;
+    }
+    this.drop();
+  }
+
+  #gone(): void {
+    if (this.state !== 'taken') this.drop();
+  }
+
+  /** Ends the spare: its shell reads end of input and exits. */
+  drop(): void {
+    if (this.state === 'taken' || this.state === 'dropped') return;
+    this.state = 'dropped';
+    this.#setReady(false);
+    this.#stream?.destroy();
+    this.#onGone(this);
+    this.#setDropped();
+  }
+
+  /**
+   * Runs `argv` as this exec's process. Null when the line never ran (the spare died first):
+   * nothing of the command ran, so the caller runs it the plain way.
+   */
+  async run(service: string, argv: string[], opts: ExecOptions): Promise<ExecResult | null> {
+    const exec = this.#exec;
+    const stream = this.#stream;
+    if (!exec || !stream) return null;
+    const max = opts.maxOutputBytes ?? DEFAULT_MAX_OUTPUT;
+    this.#out = new TailBuffer(max);
+    this.#errOut = new TailBuffer(max);
+    try {
+      stream.write(spareLine(argv, this.#restore));
+      stream.end(); // the command reads end of input, as with a plain exec's absent stdin
+    } catch {
+      return this.#lost();
+    }
+    const ran = { exec, service, stream, ended: this.#ended, out: this.#out, errOut: this.#errOut };
+    try {
+      const result = await finishExec(ran, opts.timeoutSec ?? 120);
+      return this.#went ? result : this.#lost();
+    } catch (err) {
+      // The stream failed before the line ran: nothing ran. A timeout is the command's (or a
+      // shell frozen from outside, now killed): never run it a second time.
+      if (!this.#went && !(err instanceof ExecTimeout)) return this.#lost();
+      throw err;
+    }
+  }
+
+  /** The spare died before its line ran: it counts as dropped. */
+  #lost(): null {
+    this.state = 'dropped';
+    this.#stream?.destroy();
+    this.#setDropped();
+    return null;
+  }
+}
+
+/** The spares of this process, by container id. */
+export class SpareExecs {
+  /** SVC_EXEC_SPARES=0 turns spares off (benchmarks compare both ways). */
+  enabled = true;
+  readonly #byId = new Map<string, Spare>();
+  /** Containers svcd paused (id → project): their spares are not taken, none is started. */
+  readonly #frozen = new Map<string, string>();
+
+  /** The container's spare, started when it has none; resolves whether it is ready. */
+  prepare(docker: Docker, project: string, service: string, id: string): Promise<boolean> {
+    if (!this.enabled || this.#frozen.has(id)) return Promise.resolve(false);
+    this.dropStale(project, service, id);
+    const had = this.#byId.get(id);
+    if (had) return had.ready;
+    const spare = new Spare(id, project, service, (s) => {
+      if (this.#byId.get(s.id) === s) this.#byId.delete(s.id);
+    });
+    this.#byId.set(id, spare);
+    void spare.start(docker);
+    return spare.ready;
+  }
+
+  /** The container's spare when it is ready, idle and not frozen; it is no longer kept. */
+  take(id: string): Spare | null {
+    const spare = this.#byId.get(id);
+    if (spare?.state !== 'ready' || this.#frozen.has(id)) return null;
+    spare.state = 'taken';
+    this.#byId.delete(id);
+    return spare;
+  }
+
+  /** Runs `argv` on the container's spare, then starts the next one; null when there was none to use. */
+  async runOn(
+    docker: Docker,
+    where: { project: string; service: string; id: string },
+    argv: string[],
+    opts: ExecOptions,
+  ): Promise<ExecResult | null> {
+    // Only the container's own user, directory and environment; a huge line goes the plain way.
+    if (opts.user || opts.env || opts.workingDir) return null;
+    if (Buffer.byteLength(spareLine(argv, '')) > MAX_SPARE_LINE) return null;
+    const spare = this.take(where.id);
+    if (!spare) return null;
+    try {
+      return await spare.run(where.service, argv, opts);
+    } finally {
+      // Used: the next command of a loop finds the next spare.
+      if (spare.went) void this.prepare(docker, where.project, where.service, where.id);
+    }
+  }
+
+  /** Drops a spare of `project/service` that lives in another container than `id`. */
+  dropStale(project: string, service: string, id: string): void {
+    for (const s of [...this.#byId.values()])
+      if (s.project === project && s.service === service && s.id !== id) s.drop();
+  }
+
+  /** Drops every spare of a compose project (env.destroy). */
+  dropProject(project: string): void {
+    for (const s of [...this.#byId.values()]) if (s.project === project) s.drop();
+    for (const [id, p] of this.#frozen) if (p === project) this.#frozen.delete(id);
+  }
+
+  /**
+   * Before svcd pauses these containers: no spare is taken or started in them until they are
+   * unpaused, and a spare still starting there (a background refill after an exec) is waited
+   * for, bounded: an exec whose runc start is frozen by a pause deadlocks Docker 20.10 (the
+   * container stays paused, its inspect hangs), so a pause must never overlap one.
+   */
+  async beforePause(project: string, ids: string[]): Promise<void> {
+    for (const id of ids) this.#frozen.set(id, project);
+    const starting = ids.map((id) => this.#byId.get(id)).filter((s) => s?.state === 'starting');
+    if (starting.length) await settledWithin(Promise.all(starting.map((s) => s?.ready)), PAUSE_WAIT_MS);
+  }
+
+  /** After svcd unpaused these containers: their spares may be taken again. */
+  afterUnpause(ids: string[]): void {
+    for (const id of ids) this.#frozen.delete(id);
+  }
+
+  /** Whether svcd holds this container paused (tests and diagnostics). */
+  isFrozen(id: string): boolean {
+    return this.#frozen.has(id);
+  }
+
+  /** The spare kept for a container (tests and diagnostics). */
+  get(id: string): Spare | undefined {
+    return this.#byId.get(id);
+  }
+
+  get size(): number {
+    return this.#byId.size;
+  }
+}
+
+/** The process's spares (the engine's pause and unpause mark them; env.exec takes them). */
+export const spares = new SpareExecs();
+
+/** SVC_EXEC_SPARES: on (default) or off (`0`, `off`, `false`); anything else is refused. */
+export function sparesEnabledFromEnv(env: NodeJS.ProcessEnv = process.env): boolean {
+  const raw = (env.SVC_EXEC_SPARES ?? '').trim().toLowerCase();
+  if (['', '1', 'on', 'true'].includes(raw)) return true;
+  if (['0', 'off', 'false'].includes(raw)) return false;
+  throw new Error(`SVC_EXEC_SPARES must be on or off, not '${raw.slice(0, 20)}'`);
+}

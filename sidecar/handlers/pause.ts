@@ -1,0 +1,35 @@
+// env.pause / env.unpause: freeze or thaw every container of the stack (spec "Command kinds"). A
+// pause first gives the exec default service (the agent, else the first service) a spare exec
+// (issue 15, docker/spare.ts), so the first exec after the thaw — a warm-pool claim's — skips
+// Docker's exec start. The wait for it is bounded: the pause happens anyway.
+import type { Results } from '../../protocol/commands.ts';
+import { settledWithin } from '../../shared/concurrency.ts';
+import { requireSpec, type SidecarContext, stackOf } from '../context.ts';
+import { SPARE_READY_WAIT_MS, spares } from '../docker/spare.ts';
+import type { CommandContext } from '../runner.ts';
+
+export async function envPause(
+  ctx: SidecarContext,
+  cmd: CommandContext<'env.pause'>,
+): Promise<Results['env.pause']> {
+  const spec = await requireSpec(ctx, cmd.envId);
+  const engine = stackOf(ctx, cmd.envId, spec).engine;
+  const all = await engine.containers();
+  const running = all.filter((c) => c.state === 'running');
+  const execDefault = spec.agent ?? spec.services[0]?.name;
+  const target = running.find((c) => c.service === execDefault);
+  if (target)
+    await settledWithin(
+      spares.prepare(engine.docker, engine.project, target.service, target.id),
+      SPARE_READY_WAIT_MS,
+    );
+  await engine.freezeEach('pause', running);
+  return { services: running.map((c) => c.service) };
+}
+
+export async function envUnpause(
+  ctx: SidecarContext,
+  cmd: CommandContext<'env.unpause'>,
+): Promise<Results['env.unpause']> {
+  return { services: await stackOf(ctx, cmd.envId, await requireSpec(ctx, cmd.envId)).engine.unpause() };
+}
