@@ -17,9 +17,9 @@ interface Probe {
 }
 
 /**
- * Containers whose healthcheck passed just now (one check of our own; no healthcheck: running),
- * each with the time it started. A snapshot takes it while it checkpoints, just before its freeze
- * (see `waitHealthy`'s `before`).
+ * Containers healthy now (Docker's last check passed, or one check of our own passes now; no
+ * healthcheck: running), each with the time it started. A snapshot takes it while it
+ * checkpoints, just before its freeze (see `waitHealthy`'s `before`).
  */
 export type HealthyBefore = Map<string, string>;
 
@@ -37,7 +37,10 @@ export async function healthyBefore(engine: DockerEngine, services: ServiceRecor
           .catch(() => null)
       )?.State;
       if (!st?.Running || st.Paused) return;
-      if (!st.Health || (await probeOnce(engine, c.id, svc)).ok) out.set(c.id, st.StartedAt);
+      // Healthy by Docker's own last check counts, as it does in every wait (`check`); else one
+      // check of ours.
+      if (!st.Health || st.Health.Status === 'healthy' || (await probeOnce(engine, c.id, svc)).ok)
+        out.set(c.id, st.StartedAt);
     }),
   );
   return out;

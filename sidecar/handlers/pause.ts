@@ -5,6 +5,7 @@
 import type { Results } from '../../protocol/commands.ts';
 import { settledWithin } from '../../shared/concurrency.ts';
 import { requireSpec, type SidecarContext, stackOf } from '../context.ts';
+import type { DockerEngine, ServiceContainer } from '../docker/engine.ts';
 import { SPARE_READY_WAIT_MS, spares } from '../docker/spare.ts';
 import type { CommandContext } from '../runner.ts';
 
@@ -16,13 +17,7 @@ export async function envPause(
   const engine = stackOf(ctx, cmd.envId, spec).engine;
   const all = await engine.containers();
   const running = all.filter((c) => c.state === 'running');
-  const execDefault = spec.agent ?? spec.services[0]?.name;
-  const target = running.find((c) => c.service === execDefault);
-  if (target)
-    await settledWithin(
-      spares.prepare(engine.docker, engine.project, target.service, target.id),
-      SPARE_READY_WAIT_MS,
-    );
+  await settledWithin(primeSpare(engine, spec.agent ?? spec.services[0]?.name, running), SPARE_READY_WAIT_MS);
   await engine.freezeEach('pause', running);
   return { services: running.map((c) => c.service) };
 }
@@ -32,4 +27,19 @@ export async function envUnpause(
   cmd: CommandContext<'env.unpause'>,
 ): Promise<Results['env.unpause']> {
   return { services: await stackOf(ctx, cmd.envId, await requireSpec(ctx, cmd.envId)).engine.unpause() };
+}
+
+/**
+ * Starts a spare in `service`'s running container (listed now unless given); resolves whether one
+ * is ready. Callers bound the wait and freeze anyway.
+ */
+export async function primeSpare(
+  engine: DockerEngine,
+  service: string | undefined,
+  running?: ServiceContainer[],
+): Promise<boolean> {
+  if (!service) return false;
+  const list = running ?? (await engine.containers());
+  const target = list.find((c) => c.service === service && c.state === 'running');
+  return target ? spares.prepare(engine.docker, engine.project, target.service, target.id) : false;
 }

@@ -2,10 +2,13 @@
 // snapshot name, thaw all but `keep_paused`, and wait for health (spec "Command kinds"). Everything
 // that can happen before the freeze or after the thaw does (issue 15: frozen_for).
 import type { Results } from '../../protocol/commands.ts';
+import { settledWithin } from '../../shared/concurrency.ts';
 import { requireSpec, type SidecarContext, saveVersionSpec, stackOf } from '../context.ts';
 import { checkpointDatabases } from '../docker/checkpoint.ts';
 import { healthyBefore as checkHealthyBefore } from '../docker/health.ts';
+import { SPARE_READY_WAIT_MS } from '../docker/spare.ts';
 import type { CommandContext } from '../runner.ts';
+import { primeSpare } from './pause.ts';
 
 export const POST_SNAPSHOT_HEALTH_MS = 90_000;
 
@@ -23,6 +26,10 @@ export async function envSnapshot(
   // (a restart, a failed check) needs a check of its own.
   const wanted = spec.services.filter((s) => !keep.includes(s.name));
   const healthyBefore = checkHealthyBefore(engine, wanted).catch(() => undefined);
+  // The snapshot deployment's next phase runs a command in the first service (spec: health): a
+  // spare exec started now, hidden behind the checkpoints, takes it after the thaw (issue 15).
+  const first = spec.services[0]?.name;
+  const spare = first && !keep.includes(first) ? primeSpare(engine, first).catch(() => false) : undefined;
   let consistent = true;
   try {
     const done = await checkpointDatabases(engine, spec.services);
@@ -36,6 +43,7 @@ export async function envSnapshot(
   // The freeze covers only the capture (issue 15): the volumes are flushed and the containers
   // listed while the stack still runs; paused, the storage layer's copy is one reflink.
   const passedBefore = await healthyBefore;
+  if (spare) await settledWithin(spare, SPARE_READY_WAIT_MS);
   await ctx.storage.prepareSnapshot?.(cmd.envId, name, spec.volumes);
   const before = await engine.containers();
   const toPause = before.filter((c) => c.state === 'running');

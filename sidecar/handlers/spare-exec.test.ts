@@ -1,7 +1,8 @@
 // Spare execs through the sidecar's handlers on real Docker (issue 15 goal 3): env.pause leaves
 // the exec default service (the agent) with a ready spare, frozen with the stack; the first
 // env.exec after env.unpause runs on it and a new one follows; a timeout on a spare is env.exec's
-// 124 with the partial output; verify.collect never takes the agent's spare; env.destroy drops it.
+// 124 with the partial output; env.snapshot leaves the first service one for its health phase;
+// verify.collect never takes the agent's spare; env.destroy drops it.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -97,6 +98,20 @@ describe('spare execs through env.pause, env.exec and verify', {
     assert.equal(spare?.went, false);
     assert.equal(spares.get(mainId), spare);
     assert.equal((await run('env.unpause', {})).ok, true);
+  });
+
+  test('env.snapshot leaves the first service a spare for the health phase’s command after the thaw', async () => {
+    const all = await new DockerEngine(projectName(envId), ctx.docker).containers();
+    const helperId = all.find((c) => c.service === 'helper')?.id ?? '';
+    spares.get(helperId)?.drop();
+    const snap = await run('env.snapshot', { name: 'spare-snap' });
+    assert.equal(snap.ok, true, snap.error);
+    const spare = spares.get(helperId);
+    assert.equal(spare?.state, 'ready', 'started while the databases checkpoint, thawed with the stack');
+    assert.equal(spares.isFrozen(helperId), false);
+    const r = await run('env.exec', { service: 'helper', cmd: ['true'] });
+    assert.deepEqual(r.payload, { exit_code: 0, stdout: '', stderr: '' });
+    assert.equal(spare?.went, true, 'the snapshot deployment’s health command ran on it');
   });
 
   test('env.destroy drops the spares of the environment', async () => {
