@@ -5,7 +5,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import { BUSYBOX_IMAGE, ensureTestImages, PGREDIS_IMAGE } from '../../test/support/images.ts';
 import { tier } from '../../test/support/tiers.ts';
-import { checkpointDatabases, detectDatabases } from './checkpoint.ts';
+import { checkpointDatabases, detectDatabases, SAVE_SCRIPT } from './checkpoint.ts';
 import { CheckpointError } from './errors.ts';
 import { cleanupTestEnvs, svc, type TestEnv, testEnv } from './testing.ts';
 
@@ -105,6 +105,23 @@ describe('checkpoint', { skip }, () => {
     await checkpointDatabases(env.stack.engine, env.stack.spec.services);
     assert.ok(readFileSync(await heapFile()).includes('svc-second-marker'));
     assert.ok(readFileSync(`${env.paths.rdata}/dump.rdb`).includes('ckptkey2'));
+  });
+
+  it('a save is seen done when the dump is replaced, or by INFO where the shell cannot look', async () => {
+    await redis('SET', 'ckptkey4', 'ckptval4');
+    const seen = await env.stack.engine.exec('cache', ['sh', '-c', SAVE_SCRIPT, 'sh', '3000', 'redis-cli']);
+    assert.equal(seen.exit_code, 0, seen.stderr);
+    assert.equal(seen.stdout, 'svc-renamed\n', 'the dump was replaced: no wait for the cron tick');
+    assert.ok(readFileSync(`${env.paths.rdata}/dump.rdb`).includes('ckptkey4'));
+    // Without `ls` the shell cannot see the dump: INFO decides, and says the save went well.
+    const info = await env.stack.engine.exec(
+      'cache',
+      ['/usr/bin/sh', '-c', SAVE_SCRIPT, 'sh', '3000', '/usr/bin/redis-cli'],
+      { env: { PATH: '/nonexistent' } },
+    );
+    assert.equal(info.exit_code, 0, info.stderr);
+    assert.match(info.stdout, /rdb_bgsave_in_progress:0/);
+    assert.match(info.stdout, /rdb_last_bgsave_status:ok/);
   });
 
   it('a Redis image without a shell is saved step by step from svcd, with the same result', async () => {

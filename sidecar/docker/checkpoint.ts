@@ -233,17 +233,29 @@ async function saveState(engine: DockerEngine, db: Database) {
 const POLL_MS = 25;
 
 // The usual save in one exec (issue 15: each exec is tens of milliseconds of Docker's time, and
-// BGSAVE then polling INFO took three to five of them): the container's shell asks for the save
-// and polls INFO every 10 ms until it has ended, then prints the last INFO. $1 is the poll budget,
-// the rest is the redis-cli command. Exit 10: BGSAVE did not answer "started" (already running,
+// BGSAVE then polling INFO took three to five of them): the container's shell asks for the save,
+// then every 10 ms looks whether the dump file was replaced (the save's child writes a temporary
+// file, syncs it and renames it over the dump as its last step, so a new inode is a complete new
+// dump) or INFO says no save runs (Redis notices its child's end only at its next cron tick, up to
+// 100 ms later at the default hz; then the status says how it went). Prints `svc-renamed` or the
+// last INFO. $1 is the poll budget, the rest is the redis-cli command. Without CONFIG (renamed
+// away) or `ls`, only INFO is watched. Exit 10: BGSAVE did not answer "started" (already running,
 // scheduled behind an AOF rewrite, refused); exit 11: INFO failed; exit 12: out of polls.
-const SAVE_SCRIPT = `max=$1; shift
+export const SAVE_SCRIPT = `max=$1; shift
+nl='
+'
+f=
+c=$("$@" CONFIG GET dir 2>/dev/null) && b=$("$@" CONFIG GET dbfilename 2>/dev/null) &&
+  case $c$b in "dir$nl"*"dbfilename$nl"*) f=\${c#"dir$nl"}/\${b#"dbfilename$nl"};; esac
+ino() { i=; [ -n "$f" ] || return 0; i=$(ls -id -- "$f" 2>/dev/null) || i=; i=\${i#"\${i%%[! ]*}"}; i=\${i%% *}; }
+ino; was=$i
 r=$("$@" BGSAVE 2>&1) || { printf '%s\\n' "$r"; exit 10; }
 case $r in *started*) ;; *) printf '%s\\n' "$r"; exit 10;; esac
 n=0
 while :; do
-  i=$("$@" INFO persistence 2>&1) || { printf '%s\\n' "$i"; exit 11; }
-  case $i in *rdb_bgsave_in_progress:0*) printf '%s\\n' "$i"; exit 0;; esac
+  ino; [ -n "$i" ] && [ "$i" != "$was" ] && { echo svc-renamed; exit 0; }
+  s=$("$@" INFO persistence 2>&1) || { printf '%s\\n' "$s"; exit 11; }
+  case $s in *rdb_bgsave_in_progress:0*) printf '%s\\n' "$s"; exit 0;; esac
   n=$((n+1)); [ "$n" -ge "$max" ] && exit 12
   sleep 0.01 2>/dev/null || sleep 1
 done`;
@@ -260,6 +272,7 @@ async function redisOneExec(engine: DockerEngine, db: Database, timeoutMs: numbe
       `checkpoint of redis service '${db.service}': BGSAVE did not finish after ${timeoutMs / 1000}s`,
     );
   if (r.exit_code !== 0) return null; // no shell, or a reply the step-by-step way explains
+  if (/^svc-renamed$/m.test(r.stdout)) return 'BGSAVE';
   const status = persistence(r.stdout, 'rdb_last_bgsave_status');
   if (status !== 'ok')
     throw new CheckpointError(
