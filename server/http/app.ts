@@ -109,8 +109,9 @@ export async function createHttpApp(opts: HttpOptions): Promise<App> {
     });
   });
   app.server.maxConnections = limits.maxConnections;
-  app.addHook('onRequest', async (req) => {
-    if (req.url.includes('%00')) throw new BadRequest('the URL contains a NUL character');
+  // Callback hooks here and in the other per-request hooks: no promise per request (issue 15).
+  app.addHook('onRequest', (req, _reply, done) => {
+    done(req.url.includes('%00') ? new BadRequest('the URL contains a NUL character') : undefined);
   });
 
   installDrainOnRefusal(app as unknown as App);
