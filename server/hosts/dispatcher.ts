@@ -66,6 +66,12 @@ export const ACK_WRITE_AFTER_MS = 1000;
 
 export const PHASE_TIMEOUT_MS = 15 * 60_000;
 
+/**
+ * Row writes wait briefly for others' (server/db/group-commit.ts) only while at least this many
+ * other commands are in flight: a lone or nearly lone caller never waits.
+ */
+export const COMMIT_SIBLINGS = 2;
+
 export class Dispatcher extends Emitter<DispatcherEvents> {
   #db: Db;
   /** Each connected sidecar host's stream, by host id. */
@@ -77,6 +83,8 @@ export class Dispatcher extends Emitter<DispatcherEvents> {
   /** One command at a time per environment of a host. */
   #queue = new KeyedQueue();
   #acks = new Map<string, { at: string; timer: NodeJS.Timeout }>();
+  /** Commands between their row's insert and its outcome (#execute). */
+  #inFlight = 0;
   /** Bound of a command that names none: the phase bound (tests shorten it). */
   defaultTimeoutMs = PHASE_TIMEOUT_MS;
 
@@ -87,7 +95,8 @@ export class Dispatcher extends Emitter<DispatcherEvents> {
   ) {
     super((err, _name, e) => log.warn({ err, host: e.hostId }, 'handling a late result failed'));
     this.#db = db;
-    this.#rows = new GroupCommit(db);
+    // Commands in flight besides the one writing: their rows' writes are worth waiting for.
+    this.#rows = new GroupCommit(db, { busy: () => this.#inFlight - 1 >= COMMIT_SIBLINGS });
     this.#drivers = drivers;
   }
 
@@ -152,7 +161,13 @@ export class Dispatcher extends Emitter<DispatcherEvents> {
     const t0 = Date.now();
     let ok = false;
     const row = { id, hostId: target.hostId, envId, teamId: target.teamId, kind, payload };
-    await this.#rows.write((q) => insertCommand(q, row));
+    this.#inFlight++;
+    try {
+      await this.#rows.write((q) => insertCommand(q, row));
+    } catch (err) {
+      this.#inFlight--;
+      throw err;
+    }
     const outcome =
       target.kind === 'sidecar'
         ? this.#overStream(id, target, envId, kind, payload)
@@ -176,6 +191,7 @@ export class Dispatcher extends Emitter<DispatcherEvents> {
       await this.#rows.write((q) => finishCommand(q, id, { ok: false, error: message }, acked));
       throw err instanceof CommandError ? err : new CommandError(message, id);
     } finally {
+      this.#inFlight--;
       limit.clear();
       this.#pending.delete(id);
       commandFinished.publish({ kind, ok, ms: Date.now() - t0 });
