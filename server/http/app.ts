@@ -11,7 +11,7 @@ import Fastify, {
 } from 'fastify';
 import { BadRequest, SvcError, TooManyRequests } from '../errors.ts';
 import { installDrainOnRefusal } from './drain.ts';
-import { DEFAULT_LIMITS, type HttpLimits, nulPath, scanJson } from './limits.ts';
+import { DEFAULT_LIMITS, type HttpLimits, mayPoison, nulPath, scanJson } from './limits.ts';
 import { declareResponses } from './responses.ts';
 
 export type App = FastifyInstance<
@@ -102,11 +102,19 @@ export async function createHttpApp(opts: HttpOptions): Promise<App> {
     if (scan.depth > limits.jsonDepth) {
       return done(new BadRequest(`the JSON body is nested deeper than ${limits.jsonDepth} levels`));
     }
-    json(req, text, (err, value) => {
+    const parsed = (err: Error | null, value: unknown) => {
       const at = !err && scan.nul ? nulPath(value) : null;
       if (at) return done(new BadRequest(`${at} contains a NUL character`));
       done(err, value);
-    });
+    };
+    if (mayPoison(text)) return json(req, text, parsed);
+    let value: unknown;
+    try {
+      value = JSON.parse(text);
+    } catch {
+      return json(req, text, parsed); // Fastify's parser words the 400
+    }
+    parsed(null, value);
   });
   app.server.maxConnections = limits.maxConnections;
   // Callback hooks here and in the other per-request hooks: no promise per request (issue 15).
