@@ -8,7 +8,7 @@
 import type { CommandKind, Payloads, Results } from '../../protocol/commands.ts';
 import { type Frame, frame } from '../../protocol/frames.ts';
 import { newId, PREFIX } from '../../protocol/ids.ts';
-import { deadline, KeyedQueue, untilAborted } from '../../shared/concurrency.ts';
+import { bounded, KeyedQueue } from '../../shared/concurrency.ts';
 import { Emitter } from '../../shared/emitter.ts';
 import { GroupCommit } from '../db/group-commit.ts';
 import type { Db } from '../db/types.ts';
@@ -70,7 +70,7 @@ export const PHASE_TIMEOUT_MS = 15 * 60_000;
  * Row writes wait briefly for others' (server/db/group-commit.ts) only while at least this many
  * other commands are in flight: a lone or nearly lone caller never waits.
  */
-export const COMMIT_SIBLINGS = 2;
+export const COMMIT_SIBLINGS = 1;
 
 export class Dispatcher extends Emitter<DispatcherEvents> {
   #db: Db;
@@ -105,15 +105,20 @@ export class Dispatcher extends Emitter<DispatcherEvents> {
     this.#streams.set(h.hostId, h.send);
   }
 
-  /** A frame from a host (the hub's `frame`): acks, progress and results of its commands. */
-  async received(e: HostFrame): Promise<void> {
+  /**
+   * A frame from a host (the hub's `frame`): acks, progress and results of its commands. Acks and
+   * results are handled at once, without a promise each (two per command on the exec hot path).
+   */
+  received(e: HostFrame): Promise<void> | undefined {
     switch (e.frame.type) {
       case 'ack':
-        return this.#ack(e.hostId, e.frame);
+        this.#ack(e.hostId, e.frame);
+        return;
       case 'progress':
         return this.#progress(e.hostId, e.frame);
       case 'result':
-        return this.#result(e.hostId, e.frame);
+        this.#result(e.hostId, e.frame);
+        return;
     }
   }
 
@@ -172,7 +177,8 @@ export class Dispatcher extends Emitter<DispatcherEvents> {
       target.kind === 'sidecar'
         ? this.#overStream(id, target, envId, kind, payload)
         : this.#viaDriver(id, target, envId, kind, payload);
-    const limit = deadline(
+    const limited = bounded(
+      outcome,
       timeoutMs,
       () => new CommandError(`${kind} timed out after ${seconds(timeoutMs)}`, id),
       signal,
@@ -180,7 +186,7 @@ export class Dispatcher extends Emitter<DispatcherEvents> {
     );
     try {
       // Shape-checked before the row says succeeded: a malformed result fails the command (502).
-      const result = checkResult(kind, await untilAborted(outcome, limit.signal));
+      const result = checkResult(kind, await limited);
       const acked = this.#takeAck(id);
       await this.#rows.write((q) => finishCommand(q, id, { ok: true, result }, acked));
       ok = true;
@@ -192,7 +198,6 @@ export class Dispatcher extends Emitter<DispatcherEvents> {
       throw err instanceof CommandError ? err : new CommandError(message, id);
     } finally {
       this.#inFlight--;
-      limit.clear();
       this.#pending.delete(id);
       commandFinished.publish({ kind, ok, ms: Date.now() - t0 });
     }
@@ -220,7 +225,7 @@ export class Dispatcher extends Emitter<DispatcherEvents> {
     return driver.run(target, envId, kind, payload);
   }
 
-  async #ack(hostId: string, f: Frame): Promise<void> {
+  #ack(hostId: string, f: Frame): void {
     const p = this.#pending.get(f.command_id as string);
     if (!p || p.hostId !== hostId || this.#acks.has(p.id)) return;
     const at = now();
@@ -249,7 +254,7 @@ export class Dispatcher extends Emitter<DispatcherEvents> {
   }
 
   /** The one result of a command. Results for finished, unknown or foreign command ids are ignored. */
-  async #result(hostId: string, f: Frame): Promise<void> {
+  #result(hostId: string, f: Frame): void {
     const id = f.command_id as string;
     const p = this.#pending.get(id);
     if (!p || p.hostId !== hostId) {
