@@ -12,6 +12,7 @@ import Fastify, {
 import { BadRequest, SvcError, TooManyRequests } from '../errors.ts';
 import { installDrainOnRefusal } from './drain.ts';
 import { DEFAULT_LIMITS, type HttpLimits, mayPoison, nulPath, scanJson } from './limits.ts';
+import { lazyRequestLogger } from './request-logger.ts';
 import { declareResponses } from './responses.ts';
 
 export type App = FastifyInstance<
@@ -75,6 +76,7 @@ export async function createHttpApp(opts: HttpOptions): Promise<App> {
     logger: opts.logger,
     // Per-request lines only with -v: at thousands of requests a second they are noise.
     logController: new LogController({ disableRequestLogging: !opts.verbose }),
+    childLoggerFactory: lazyRequestLogger,
     bodyLimit: JSON_BODY_LIMIT,
     // Handlers own the answer; a client that goes away must not leave work half-recorded.
     return503OnClosing: true,

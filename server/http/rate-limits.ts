@@ -47,12 +47,13 @@ export async function installRateLimits(app: App, limits: HttpLimits): Promise<v
   const settle = (check: Promise<unknown>, done: (err?: Error) => void) =>
     void check.then(() => done(), done);
   app.addHook('onRequest', (req, _reply, done) => {
-    const url = req.routeOptions.url;
+    // Read once: Fastify builds a new routeOptions object on every access.
+    const { url, config } = req.routeOptions;
     if (!url || req.method === 'OPTIONS' || UNLIMITED.has(url) || url.startsWith('/svcd')) return done();
     // Webhooks arrive from the code host's few shared addresses and are signed; blob transfers
     // carry one-time tokens and come from a host's one address at a training loop's pace.
     if (url === '/webhooks/codehost' || url.startsWith(BLOB_PATH)) return done();
-    if ((req.routeOptions.config.auth ?? 'key') === 'none') {
+    if ((config.auth ?? 'key') === 'none') {
       if (!anon) return done();
       return settle(
         anon(req).then((r) => {

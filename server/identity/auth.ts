@@ -132,8 +132,10 @@ export function installAuth(app: App, auth: Authenticator): void {
   // A callback hook, not an async one: a remembered key answers without a promise (issue 15).
   app.addHook('onRequest', (req: FastifyRequest, _reply, done) => {
     // Unmatched routes reach the not-found handler with no config; they need no credential.
-    if (!req.routeOptions.url) return done();
-    const mode = req.routeOptions.config.auth ?? 'key';
+    // Read once: Fastify builds a new routeOptions object on every access.
+    const route = req.routeOptions;
+    if (!route.url) return done();
+    const mode = route.config.auth ?? 'key';
     if (mode === 'none' || req.method === 'OPTIONS') return done();
     const authorization = req.headers.authorization;
     const known = auth.cached(authorization, mode);
