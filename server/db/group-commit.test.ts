@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { dbTarget, forEachDialect } from '../../test/support/server.ts';
-import { GroupCommit } from './group-commit.ts';
+import { FULL_BATCH, GroupCommit } from './group-commit.ts';
 import { openDb } from './open.ts';
 import type { Db, Queryable } from './types.ts';
 
@@ -55,6 +55,13 @@ forEachDialect('group commit', (dialect) => {
     await Promise.all([first, second, third]);
     assert.equal(await count('d'), 3);
     if (dialect === 'sqlite') assert.deepEqual(gc.stats, { writes: 3, commits: 1, delayed: 1 });
+  });
+
+  test('a full batch is committed without waiting out the delay', async () => {
+    const gc = new GroupCommit(db, { busy: () => true, delayMs: 60_000 });
+    await Promise.all(Array.from({ length: FULL_BATCH }, (_, i) => gc.write(insert(`f${i}`, i))));
+    assert.equal(await count('f'), FULL_BATCH);
+    if (dialect === 'sqlite') assert.deepEqual(gc.stats, { writes: FULL_BATCH, commits: 1, delayed: 1 });
   });
 
   test('a lone writer does not wait: each turn commits on its own', async () => {

@@ -20,6 +20,9 @@ interface Queued {
 /** How long a busy transaction waits for more writes (`SVC_COMMIT_DELAY_MS`; 0: never waits). */
 export const COMMIT_DELAY_MS = Number(process.env.SVC_COMMIT_DELAY_MS ?? 1);
 
+/** Writes that end a wait at once. */
+export const FULL_BATCH = 64;
+
 export interface GroupCommitOptions {
   /** True while other writers are in flight, so waiting `delayMs` can gather their writes. */
   busy?: () => boolean;
@@ -31,6 +34,7 @@ export class GroupCommit {
   #queued: Queued[] = [];
   #busy: () => boolean;
   #delayMs: number;
+  #timer: NodeJS.Timeout | null = null;
   /** Writes per transaction so far, and how many transactions waited (tests and benchmarks read it). */
   readonly stats = { writes: 0, commits: 0, delayed: 0 };
 
@@ -45,12 +49,21 @@ export class GroupCommit {
     if (this.#db.dialect.name === 'postgres') return write(this.#db);
     return new Promise<T>((resolve, reject) => {
       this.#queued.push({ write, resolve: resolve as (v: unknown) => void, reject });
+      if (this.#queued.length === FULL_BATCH && this.#timer) {
+        // A full batch gains nothing by waiting longer (a backlog is being read): commit it now.
+        clearTimeout(this.#timer);
+        this.#timer = null;
+        setImmediate(() => void this.#flush());
+      }
       if (this.#queued.length > 1) return;
       // setImmediate, not a microtask: it collects the writes of every request read in this turn.
       if (this.#delayMs <= 0 || !this.#busy()) setImmediate(() => void this.#flush());
       else {
         this.stats.delayed++;
-        setTimeout(() => void this.#flush(), this.#delayMs);
+        this.#timer = setTimeout(() => {
+          this.#timer = null;
+          void this.#flush();
+        }, this.#delayMs);
       }
     });
   }
