@@ -100,6 +100,11 @@ export class Dispatcher extends Emitter<DispatcherEvents> {
     this.#drivers = drivers;
   }
 
+  /** Row writes and commits so far, and how many commits waited for company (tests, benchmarks). */
+  get rowStats(): Readonly<GroupCommit['stats']> {
+    return this.#rows.stats;
+  }
+
   /** A host's stream was accepted (the hub's `hello`): its commands go out on it from now on. */
   connected(h: HostHello): void {
     this.#streams.set(h.hostId, h.send);
