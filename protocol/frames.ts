@@ -1,6 +1,7 @@
 // Frames of the host stream (spec: "Host stream protocol"). Every message is one JSON text frame.
 import { type Static, Type } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
+import { isoNow } from './time.ts';
 
 export const FRAME_TYPES = ['hello', 'command', 'ack', 'progress', 'result', 'event', 'heartbeat'] as const;
 export type FrameType = (typeof FRAME_TYPES)[number];
@@ -64,5 +65,5 @@ export function parseFrame(data: string): Frame {
 }
 
 export function frame(type: FrameType, fields: Omit<Frame, 'type' | 'sent_at'> = {}): Frame {
-  return { type, ...fields, sent_at: new Date().toISOString() };
+  return { type, ...fields, sent_at: isoNow() };
 }

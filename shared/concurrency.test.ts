@@ -4,6 +4,7 @@ import { test } from 'node:test';
 import {
   AGAIN,
   backoff,
+  bounded,
   deadline,
   KeyedQueue,
   QUEUE_WAIT_CHANNEL,
@@ -124,6 +125,44 @@ test('untilAborted and deadline: the timeout reason, the parent reason mapped, a
   await sleep(1);
   assert.equal(cleared.signal.aborted, false);
   assert.equal(await untilAborted(Promise.resolve(7), new AbortController().signal), 7);
+});
+
+test('bounded: the outcome, its own failure, the timeout reason, and the signal reason mapped', async () => {
+  const never = new Promise<string>(() => {});
+  assert.equal(await bounded(Promise.resolve('ok'), 60_000, () => new Error('x')), 'ok');
+  await assert.rejects(
+    bounded(Promise.reject(new Error('own')), 60_000, () => new Error('x')),
+    /own/,
+  );
+  await assert.rejects(
+    bounded(never, 1, () => new Error('too slow')),
+    /too slow/,
+  );
+  const ac = new AbortController();
+  const waiting = bounded(
+    never,
+    60_000,
+    () => new Error('x'),
+    ac.signal,
+    (r) => new Error(`mapped ${r}`),
+  );
+  ac.abort('stop');
+  await assert.rejects(waiting, /mapped stop/);
+  await assert.rejects(
+    bounded(
+      Promise.resolve('late'),
+      60_000,
+      () => new Error('x'),
+      ac.signal,
+      () => new Error('already'),
+    ),
+    /already/,
+  );
+  // Settled first: a later abort changes nothing.
+  const ac2 = new AbortController();
+  const done = bounded(Promise.resolve(7), 60_000, () => new Error('x'), ac2.signal);
+  assert.equal(await done, 7);
+  ac2.abort('after');
 });
 
 test('withTimeout passes the outcome through or fails with its own error; settledWithin says which', async () => {

@@ -26,22 +26,27 @@ export class KeyedQueue {
   async run<T>(key: string, fn: () => Promise<T>, signal?: AbortSignal): Promise<T> {
     if (!key) return fn();
     const earlier = this.#tails.get(key);
-    const prev = earlier ?? Promise.resolve();
     let done!: () => void;
     const mine = new Promise<void>((r) => {
       done = r;
     });
-    const tail = prev.then(() => mine);
+    const tail = earlier ? earlier.then(() => mine) : mine;
     this.#tails.set(key, tail);
     if (earlier && queueWait.hasSubscribers) queueWait.publish({ key });
     try {
-      await untilAborted(
-        prev.then(
-          () => {},
-          () => {},
-        ),
-        signal,
-      );
+      // With nothing earlier for the key (the exec hot path: one command per environment at a
+      // time) the task starts now, without waiting on promises that are already settled.
+      if (!earlier) {
+        if (signal?.aborted) throw signal.reason;
+      } else {
+        await untilAborted(
+          earlier.then(
+            () => {},
+            () => {},
+          ),
+          signal,
+        );
+      }
       return await fn();
     } finally {
       done();
@@ -95,6 +100,47 @@ export function deadline(
       parent?.removeEventListener('abort', fromParent);
     },
   };
+}
+
+/**
+ * `untilAborted(p, deadline(ms, onTimeout, signal, onAbort).signal)` as one promise and one timer,
+ * without an AbortController or a listener when there is no `signal` (issue 15: once per command
+ * on the exec hot path). Settles as `p` does, unless `ms` pass first (rejects with `onTimeout()`)
+ * or `signal` aborts (rejects with `onAbort(signal.reason)`).
+ */
+export function bounded<T>(
+  p: Promise<T>,
+  ms: number,
+  onTimeout: () => unknown,
+  signal?: AbortSignal,
+  onAbort: (reason: unknown) => unknown = (reason) => reason,
+): Promise<T> {
+  if (signal?.aborted) return Promise.reject(onAbort(signal.reason));
+  return new Promise<T>((resolve, reject) => {
+    const stop = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', aborted);
+    };
+    const aborted = () => {
+      stop();
+      reject(onAbort(signal?.reason));
+    };
+    const timer = setTimeout(() => {
+      stop();
+      reject(onTimeout());
+    }, ms);
+    signal?.addEventListener('abort', aborted, { once: true });
+    p.then(
+      (v) => {
+        stop();
+        resolve(v);
+      },
+      (err: unknown) => {
+        stop();
+        reject(err);
+      },
+    );
+  });
 }
 
 /** Settles as `p` does within `ms`; otherwise rejects with `onTimeout()`. */

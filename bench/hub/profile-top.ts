@@ -1,6 +1,8 @@
 // The heaviest functions of a V8 CPU profile (from `--cpu-prof`), by self time and by total time
 // (self plus callees), so a benchmark run can say where the control plane's CPU went.
-//   node bench/hub/profile-top.ts FILE.cpuprofile [--top 25]
+//   node bench/hub/profile-top.ts FILE.cpuprofile [--top 25] [--last SECONDS]
+// --last keeps only the final SECONDS of the profile: svc-server is stopped right after the HTTP
+// exec window, so `--last 10` of its profile is that window without the setup before it.
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 
@@ -16,10 +18,10 @@ interface Profile {
 }
 
 const { values, positionals } = parseArgs({
-  options: { top: { type: 'string', default: '25' } },
+  options: { top: { type: 'string', default: '25' }, last: { type: 'string' } },
   allowPositionals: true,
 });
-if (positionals.length !== 1) throw new Error('usage: profile-top.ts FILE.cpuprofile [--top 25]');
+if (positionals.length !== 1) throw new Error('usage: profile-top.ts FILE.cpuprofile [--top 25] [--last S]');
 const profile = JSON.parse(readFileSync(positionals[0], 'utf8')) as Profile;
 const TOP = Number(values.top);
 
@@ -36,7 +38,15 @@ const label = (n: Node) => {
 const self = new Map<string, number>();
 const total = new Map<string, number>();
 let all = 0;
+const at: number[] = [];
+let elapsed = 0;
+for (const dt of profile.timeDeltas) {
+  elapsed += dt;
+  at.push(elapsed);
+}
+const from = values.last ? (at.at(-1) ?? 0) - Number(values.last) * 1e6 : -1;
 profile.samples.forEach((id, i) => {
+  if ((at[i] ?? 0) < from) return;
   const dt = profile.timeDeltas[i] ?? 0;
   all += dt;
   const leaf = byId.get(id)!;

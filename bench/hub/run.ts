@@ -9,9 +9,12 @@
 //
 //   node bench/hub/run.ts [--hosts 1000,10000] [--rate 2000] [--seconds 20] [--db sqlite,postgres]
 //                         [--envs 200] [--idle 15] [--warmup 3] [--repeat 1] [--profile DIR]
+//                         [--node-flags '--perf-basic-prof']
 //
 // --profile writes a V8 CPU profile of each control plane start into DIR (read it with
-// `node bench/hub/profile-top.ts FILE`, or Chrome DevTools).
+// `node bench/hub/profile-top.ts FILE`, or Chrome DevTools). It samples wall time on the main
+// thread, so a blocking syscall (an fsync) looks like CPU there; `perf record -p <svc-server pid>`
+// with `--node-flags --perf-basic-prof` counts CPU only, JavaScript frames named.
 //
 // Needs root for the open-file limit (or a hard limit above 2 × hosts) and Postgres server
 // binaries for --db postgres. Everything it starts is stopped and every temp dir removed on exit.
@@ -51,6 +54,7 @@ const { values } = parseArgs({
     warmup: { type: 'string', default: '3' },
     repeat: { type: 'string', default: '1' },
     profile: { type: 'string' },
+    'node-flags': { type: 'string', default: '' },
   },
 });
 const HOSTS = values.hosts.split(',').map(Number);
@@ -147,7 +151,7 @@ async function startControlPlane(script: string, db: Db, dir: string, key: strin
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const env: Record<string, string> = { SVC_BOOTSTRAP_KEY: key, SVC_PUBLIC_URL: url };
-  env.NODE_OPTIONS = `--import=${PROBE}`;
+  env.NODE_OPTIONS = `--import=${PROBE} ${values['node-flags']}`.trim();
   if (PROFILE_DIR) {
     const name = `${db.name}-${tag}-${Date.now()}.cpuprofile`;
     env.NODE_OPTIONS += ` --cpu-prof --cpu-prof-dir=${PROFILE_DIR} --cpu-prof-name=${name}`;

@@ -1,9 +1,10 @@
 // Group commit (issue 15): writes asked for in one turn share a transaction on SQLite, each
-// resolves only once its row is committed, and one failing write fails only itself.
+// resolves only once its row is committed, and one failing write fails only itself; while other
+// writers are busy, a transaction waits for the writes of later turns too.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { dbTarget, forEachDialect } from '../../test/support/server.ts';
-import { GroupCommit } from './group-commit.ts';
+import { FULL_BATCH, GroupCommit } from './group-commit.ts';
 import { openDb } from './open.ts';
 import type { Db, Queryable } from './types.ts';
 
@@ -37,8 +38,39 @@ forEachDialect('group commit', (dialect) => {
       writes.map(() => 1),
     );
     assert.equal(await count('a'), 20);
-    if (dialect === 'sqlite') assert.deepEqual(gc.stats, { writes: 20, commits: 1 });
-    else assert.deepEqual(gc.stats, { writes: 0, commits: 0 });
+    if (dialect === 'sqlite') assert.deepEqual(gc.stats, { writes: 20, commits: 1, delayed: 0 });
+    else assert.deepEqual(gc.stats, { writes: 0, commits: 0, delayed: 0 });
+  });
+
+  const nextTurn = () => new Promise<void>((r) => setImmediate(r));
+
+  test('while others are busy, writes of later turns join the waiting transaction', async () => {
+    // The delay only bounds the wait; nothing here depends on how long it takes.
+    const gc = new GroupCommit(db, { busy: () => true, delayMs: 500 });
+    const first = gc.write(insert('d0', 0));
+    await nextTurn();
+    const second = gc.write(insert('d1', 1));
+    await nextTurn();
+    const third = gc.write(insert('d2', 2));
+    await Promise.all([first, second, third]);
+    assert.equal(await count('d'), 3);
+    if (dialect === 'sqlite') assert.deepEqual(gc.stats, { writes: 3, commits: 1, delayed: 1 });
+  });
+
+  test('a full batch is committed without waiting out the delay', async () => {
+    const gc = new GroupCommit(db, { busy: () => true, delayMs: 60_000 });
+    await Promise.all(Array.from({ length: FULL_BATCH }, (_, i) => gc.write(insert(`f${i}`, i))));
+    assert.equal(await count('f'), FULL_BATCH);
+    if (dialect === 'sqlite') assert.deepEqual(gc.stats, { writes: FULL_BATCH, commits: 1, delayed: 1 });
+  });
+
+  test('a lone writer does not wait: each turn commits on its own', async () => {
+    const gc = new GroupCommit(db, { busy: () => false, delayMs: 60_000 });
+    await gc.write(insert('e0', 0));
+    await nextTurn();
+    await gc.write(insert('e1', 1));
+    assert.equal(await count('e'), 2);
+    if (dialect === 'sqlite') assert.deepEqual(gc.stats, { writes: 2, commits: 2, delayed: 0 });
   });
 
   test('a failing write fails alone; the others in its turn are kept', async () => {

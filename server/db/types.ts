@@ -1,6 +1,7 @@
 // One query layer over both storage engines. SQL is written once with `?` placeholders and
 // portable types (TEXT, INTEGER); dialect differences are capability flags, not branches
 // scattered through repositories.
+import { isoNow } from '../../protocol/time.ts';
 
 export type Param = string | number | bigint | null;
 
@@ -38,7 +39,8 @@ export function parseJson<T>(text: unknown, fallback: T): T {
   }
 }
 
-export const now = (): string => new Date().toISOString();
+/** The time now as ISO 8601 text (formatted once per millisecond). */
+export const now = (): string => isoNow();
 
 /**
  * `UPDATE <table> SET <only the defined columns> WHERE <where>`: the one way repositories apply

@@ -146,3 +146,63 @@ describe('the dispatcher follows the hub', () => {
     );
   });
 });
+
+describe('command rows wait for company only while other commands are in flight', () => {
+  test('a lone command never waits; three at once share waiting commits; alone again, no wait', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'svc-dispatcher-rows-'));
+    const db = (await openDb(join(dir, 'svc.db'))).db;
+    const d = new Dispatcher(db);
+    const sent: Frame[] = [];
+    d.connected({
+      hostId: 'host_r',
+      teamId: TEAM,
+      cloudId: '',
+      capabilities: {},
+      send: (f) => {
+        sent.push(f);
+        return true;
+      },
+      current: () => true,
+    });
+    const written = (n: number) =>
+      withTimeout(
+        (async () => {
+          while (sent.length < n) await new Promise((r) => setImmediate(r));
+        })(),
+        10_000,
+        () => new Error(`${n} commands were not written`),
+      );
+    const answer = (cmd: Frame) =>
+      d.received({
+        hostId: 'host_r',
+        teamId: TEAM,
+        frame: frame('result', {
+          command_id: cmd.command_id,
+          ok: true,
+          payload: { exit_code: 0, stdout: '', stderr: '' },
+        }),
+      });
+    const lone = async () => {
+      const run = d.run(target('host_r'), 'env_lone', 'env.exec', EXEC);
+      await written(sent.length + 1);
+      answer(sent.at(-1) as Frame);
+      await run;
+    };
+    try {
+      await lone();
+      assert.equal(d.rowStats.delayed, 0);
+      const runs = ['env_r1', 'env_r2', 'env_r3'].map((e) => d.run(target('host_r'), e, 'env.exec', EXEC));
+      await written(4);
+      for (const cmd of sent.slice(1)) answer(cmd);
+      await Promise.all(runs);
+      const delayed = d.rowStats.delayed;
+      assert.ok(delayed > 0, JSON.stringify(d.rowStats));
+      await lone();
+      assert.equal(d.rowStats.delayed, delayed);
+      assert.equal(d.rowStats.writes, 10);
+    } finally {
+      await db.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -8,7 +8,7 @@
 import type { CommandKind, Payloads, Results } from '../../protocol/commands.ts';
 import { type Frame, frame } from '../../protocol/frames.ts';
 import { newId, PREFIX } from '../../protocol/ids.ts';
-import { deadline, KeyedQueue, untilAborted } from '../../shared/concurrency.ts';
+import { bounded, KeyedQueue } from '../../shared/concurrency.ts';
 import { Emitter } from '../../shared/emitter.ts';
 import { GroupCommit } from '../db/group-commit.ts';
 import type { Db } from '../db/types.ts';
@@ -66,6 +66,12 @@ export const ACK_WRITE_AFTER_MS = 1000;
 
 export const PHASE_TIMEOUT_MS = 15 * 60_000;
 
+/**
+ * Row writes wait briefly for others' (server/db/group-commit.ts) only while at least this many
+ * other commands are in flight: a lone or nearly lone caller never waits.
+ */
+export const COMMIT_SIBLINGS = 1;
+
 export class Dispatcher extends Emitter<DispatcherEvents> {
   #db: Db;
   /** Each connected sidecar host's stream, by host id. */
@@ -77,6 +83,8 @@ export class Dispatcher extends Emitter<DispatcherEvents> {
   /** One command at a time per environment of a host. */
   #queue = new KeyedQueue();
   #acks = new Map<string, { at: string; timer: NodeJS.Timeout }>();
+  /** Commands between their row's insert and its outcome (#execute). */
+  #inFlight = 0;
   /** Bound of a command that names none: the phase bound (tests shorten it). */
   defaultTimeoutMs = PHASE_TIMEOUT_MS;
 
@@ -87,8 +95,14 @@ export class Dispatcher extends Emitter<DispatcherEvents> {
   ) {
     super((err, _name, e) => log.warn({ err, host: e.hostId }, 'handling a late result failed'));
     this.#db = db;
-    this.#rows = new GroupCommit(db);
+    // Commands in flight besides the one writing: their rows' writes are worth waiting for.
+    this.#rows = new GroupCommit(db, { busy: () => this.#inFlight - 1 >= COMMIT_SIBLINGS });
     this.#drivers = drivers;
+  }
+
+  /** Row writes and commits so far, and how many commits waited for company (tests, benchmarks). */
+  get rowStats(): Readonly<GroupCommit['stats']> {
+    return this.#rows.stats;
   }
 
   /** A host's stream was accepted (the hub's `hello`): its commands go out on it from now on. */
@@ -96,15 +110,20 @@ export class Dispatcher extends Emitter<DispatcherEvents> {
     this.#streams.set(h.hostId, h.send);
   }
 
-  /** A frame from a host (the hub's `frame`): acks, progress and results of its commands. */
-  async received(e: HostFrame): Promise<void> {
+  /**
+   * A frame from a host (the hub's `frame`): acks, progress and results of its commands. Acks and
+   * results are handled at once, without a promise each (two per command on the exec hot path).
+   */
+  received(e: HostFrame): Promise<void> | undefined {
     switch (e.frame.type) {
       case 'ack':
-        return this.#ack(e.hostId, e.frame);
+        this.#ack(e.hostId, e.frame);
+        return;
       case 'progress':
         return this.#progress(e.hostId, e.frame);
       case 'result':
-        return this.#result(e.hostId, e.frame);
+        this.#result(e.hostId, e.frame);
+        return;
     }
   }
 
@@ -152,12 +171,19 @@ export class Dispatcher extends Emitter<DispatcherEvents> {
     const t0 = Date.now();
     let ok = false;
     const row = { id, hostId: target.hostId, envId, teamId: target.teamId, kind, payload };
-    await this.#rows.write((q) => insertCommand(q, row));
+    this.#inFlight++;
+    try {
+      await this.#rows.write((q) => insertCommand(q, row));
+    } catch (err) {
+      this.#inFlight--;
+      throw err;
+    }
     const outcome =
       target.kind === 'sidecar'
         ? this.#overStream(id, target, envId, kind, payload)
         : this.#viaDriver(id, target, envId, kind, payload);
-    const limit = deadline(
+    const limited = bounded(
+      outcome,
       timeoutMs,
       () => new CommandError(`${kind} timed out after ${seconds(timeoutMs)}`, id),
       signal,
@@ -165,7 +191,7 @@ export class Dispatcher extends Emitter<DispatcherEvents> {
     );
     try {
       // Shape-checked before the row says succeeded: a malformed result fails the command (502).
-      const result = checkResult(kind, await untilAborted(outcome, limit.signal));
+      const result = checkResult(kind, await limited);
       const acked = this.#takeAck(id);
       await this.#rows.write((q) => finishCommand(q, id, { ok: true, result }, acked));
       ok = true;
@@ -176,7 +202,7 @@ export class Dispatcher extends Emitter<DispatcherEvents> {
       await this.#rows.write((q) => finishCommand(q, id, { ok: false, error: message }, acked));
       throw err instanceof CommandError ? err : new CommandError(message, id);
     } finally {
-      limit.clear();
+      this.#inFlight--;
       this.#pending.delete(id);
       commandFinished.publish({ kind, ok, ms: Date.now() - t0 });
     }
@@ -204,7 +230,7 @@ export class Dispatcher extends Emitter<DispatcherEvents> {
     return driver.run(target, envId, kind, payload);
   }
 
-  async #ack(hostId: string, f: Frame): Promise<void> {
+  #ack(hostId: string, f: Frame): void {
     const p = this.#pending.get(f.command_id as string);
     if (!p || p.hostId !== hostId || this.#acks.has(p.id)) return;
     const at = now();
@@ -233,7 +259,7 @@ export class Dispatcher extends Emitter<DispatcherEvents> {
   }
 
   /** The one result of a command. Results for finished, unknown or foreign command ids are ignored. */
-  async #result(hostId: string, f: Frame): Promise<void> {
+  #result(hostId: string, f: Frame): void {
     const id = f.command_id as string;
     const p = this.#pending.get(id);
     if (!p || p.hostId !== hostId) {

@@ -51,10 +51,11 @@ export class HostRecords {
     }
   }
 
-  async received(e: HostFrame): Promise<void> {
+  /** Event frames only; every other frame passes without a promise. */
+  received(e: HostFrame): Promise<void> | undefined {
     const f = e.frame;
     if (f.type !== 'event') return;
-    await this.#queue.run(e.hostId, () =>
+    return this.#queue.run(e.hostId, () =>
       appendEvent(this.#db, e.teamId, `host:${e.hostId}`, f.kind || 'event', f.payload ?? null),
     );
   }

@@ -11,7 +11,8 @@ import Fastify, {
 } from 'fastify';
 import { BadRequest, SvcError, TooManyRequests } from '../errors.ts';
 import { installDrainOnRefusal } from './drain.ts';
-import { DEFAULT_LIMITS, type HttpLimits, nulPath, scanJson } from './limits.ts';
+import { DEFAULT_LIMITS, type HttpLimits, mayPoison, nulPath, scanJson } from './limits.ts';
+import { lazyRequestLogger } from './request-logger.ts';
 import { declareResponses } from './responses.ts';
 
 export type App = FastifyInstance<
@@ -75,6 +76,7 @@ export async function createHttpApp(opts: HttpOptions): Promise<App> {
     logger: opts.logger,
     // Per-request lines only with -v: at thousands of requests a second they are noise.
     logController: new LogController({ disableRequestLogging: !opts.verbose }),
+    childLoggerFactory: lazyRequestLogger,
     bodyLimit: JSON_BODY_LIMIT,
     // Handlers own the answer; a client that goes away must not leave work half-recorded.
     return503OnClosing: true,
@@ -102,15 +104,24 @@ export async function createHttpApp(opts: HttpOptions): Promise<App> {
     if (scan.depth > limits.jsonDepth) {
       return done(new BadRequest(`the JSON body is nested deeper than ${limits.jsonDepth} levels`));
     }
-    json(req, text, (err, value) => {
+    const parsed = (err: Error | null, value: unknown) => {
       const at = !err && scan.nul ? nulPath(value) : null;
       if (at) return done(new BadRequest(`${at} contains a NUL character`));
       done(err, value);
-    });
+    };
+    if (mayPoison(text)) return json(req, text, parsed);
+    let value: unknown;
+    try {
+      value = JSON.parse(text);
+    } catch {
+      return json(req, text, parsed); // Fastify's parser words the 400
+    }
+    parsed(null, value);
   });
   app.server.maxConnections = limits.maxConnections;
-  app.addHook('onRequest', async (req) => {
-    if (req.url.includes('%00')) throw new BadRequest('the URL contains a NUL character');
+  // Callback hooks here and in the other per-request hooks: no promise per request (issue 15).
+  app.addHook('onRequest', (req, _reply, done) => {
+    done(req.url.includes('%00') ? new BadRequest('the URL contains a NUL character') : undefined);
   });
 
   installDrainOnRefusal(app as unknown as App);

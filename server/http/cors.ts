@@ -24,16 +24,18 @@ export function installCors(app: App, consoleUrl: string): void {
   if (!consoleUrl) return;
   const consoleOrigin = new URL(consoleUrl).origin;
   // onSend runs for every answer (errors and not-found included), so a 401 is readable by the console.
-  app.addHook('onSend', async (req, reply, payload) => {
-    if (!corsPath(req.url)) return payload;
-    reply.header('vary', 'Origin');
-    const origin = allowedOrigin(consoleOrigin, req.headers.origin);
-    if (!origin) return payload;
-    reply.header('access-control-allow-origin', origin);
-    reply.header('access-control-allow-headers', ALLOW_HEADERS);
-    reply.header('access-control-allow-methods', ALLOW_METHODS);
-    reply.header('access-control-max-age', String(MAX_AGE_SEC));
-    return payload;
+  app.addHook('onSend', (req, reply, payload, done) => {
+    if (corsPath(req.url)) {
+      reply.header('vary', 'Origin');
+      const origin = allowedOrigin(consoleOrigin, req.headers.origin);
+      if (origin) {
+        reply.header('access-control-allow-origin', origin);
+        reply.header('access-control-allow-headers', ALLOW_HEADERS);
+        reply.header('access-control-allow-methods', ALLOW_METHODS);
+        reply.header('access-control-max-age', String(MAX_AGE_SEC));
+      }
+    }
+    done(null, payload);
   });
   for (const url of ['/v1/*', '/auth/*']) {
     app.options(url, { config: { auth: 'none' }, schema: { hide: true } }, async (_req, reply) => {

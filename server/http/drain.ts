@@ -44,12 +44,12 @@ function drain(req: IncomingMessage, res: ServerResponse): void {
 
 /** Installs answer-then-drain for every route; call before routes are registered. */
 export function installDrainOnRefusal(app: App): void {
-  app.addHook('onSend', async (req, reply, payload) => {
+  app.addHook('onSend', (req, reply, payload, done) => {
     // `complete` is true once the whole body has arrived (at once for requests without one).
     if (reply.statusCode >= 400 && !req.raw.complete && !reply.raw.headersSent) {
       if (reply.getHeader('connection') === 'close') reply.removeHeader('connection');
       drain(req.raw, reply.raw);
     }
-    return payload;
+    done(null, payload);
   });
 }

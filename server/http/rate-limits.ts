@@ -40,36 +40,54 @@ export async function installRateLimits(app: App, limits: HttpLimits): Promise<v
     return c.keyId ? `key:${c.keyId}` : `user:${c.userId}:${c.teamId}`;
   });
 
-  app.addHook('onRequest', async (req) => {
-    const url = req.routeOptions.url;
-    if (!url || req.method === 'OPTIONS' || UNLIMITED.has(url) || url.startsWith('/svcd')) return;
+  // Callback hooks: most requests pass without a promise (issue 15: the exec hot path). Failed
+  // authentications are rare, so the per-address peek runs only while one was answered in the
+  // window (it cannot find any count otherwise); a 401 starts a window again.
+  let lastFailureAt = Number.NEGATIVE_INFINITY;
+  const settle = (check: Promise<unknown>, done: (err?: Error) => void) =>
+    void check.then(() => done(), done);
+  app.addHook('onRequest', (req, _reply, done) => {
+    // Read once: Fastify builds a new routeOptions object on every access.
+    const { url, config } = req.routeOptions;
+    if (!url || req.method === 'OPTIONS' || UNLIMITED.has(url) || url.startsWith('/svcd')) return done();
     // Webhooks arrive from the code host's few shared addresses and are signed; blob transfers
     // carry one-time tokens and come from a host's one address at a training loop's pace.
-    if (url === '/webhooks/codehost' || url.startsWith(BLOB_PATH)) return;
-    if ((req.routeOptions.config.auth ?? 'key') === 'none') {
-      if (anon) {
-        const r = await anon(req);
-        if (r.isExceeded) refuse('requests from this address', r.ttl);
-      }
-      return;
+    if (url === '/webhooks/codehost' || url.startsWith(BLOB_PATH)) return done();
+    if ((config.auth ?? 'key') === 'none') {
+      if (!anon) return done();
+      return settle(
+        anon(req).then((r) => {
+          if (r.isExceeded) refuse('requests from this address', r.ttl);
+        }),
+        done,
+      );
     }
-    if (failures) {
-      // A peek: the failures so far are counted, this request is not (yet).
-      const r = await failures(req, { increment: false });
-      if (r.isExceeded || r.remaining === 0) refuse('failed authentications from this address', r.ttl);
-    }
+    if (!failures || Date.now() - lastFailureAt >= WINDOW_MS) return done();
+    // A peek: the failures so far are counted, this request is not (yet).
+    settle(
+      failures(req, { increment: false }).then((r) => {
+        if (r.isExceeded || r.remaining === 0) refuse('failed authentications from this address', r.ttl);
+      }),
+      done,
+    );
   });
   if (failures) {
-    app.addHook('onResponse', async (req, reply) => {
-      if (reply.statusCode === 401) await failures(req);
+    app.addHook('onResponse', (req, reply, done) => {
+      if (reply.statusCode !== 401) return done();
+      lastFailureAt = Date.now();
+      settle(failures(req), done);
     });
   }
   if (perCredential) {
     // After the auth hook: the caller is known.
-    app.addHook('preHandler', async (req) => {
-      if (!req.caller) return;
-      const r = await perCredential(req);
-      if (r.isExceeded) refuse('requests with this credential', r.ttl);
+    app.addHook('preHandler', (req, _reply, done) => {
+      if (!req.caller) return done();
+      settle(
+        perCredential(req).then((r) => {
+          if (r.isExceeded) refuse('requests with this credential', r.ttl);
+        }),
+        done,
+      );
     });
   }
 }

@@ -8,11 +8,12 @@ import { Metrics } from './metrics.ts';
 
 export function metricsRoutes(app: App, ctx: AppContext): void {
   const metrics = new Metrics({ hostsConnected: () => ctx.hub.connectedCount?.() ?? 0 });
-  app.addHook('onResponse', async (req, reply) => {
+  app.addHook('onResponse', (req, reply, done) => {
     metrics.http.observe(
       { method: req.method, route: req.routeOptions.url ?? 'unmatched', status: String(reply.statusCode) },
       reply.elapsedTime / 1000,
     );
+    done();
   });
   app.addHook('onClose', async () => metrics.close());
   app.get('/metrics', { schema: { hide: true } }, async (_req, reply) => {
