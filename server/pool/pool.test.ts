@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { before, test } from 'node:test';
 import { deploy, usingWorld, type World, waitFor } from '../../test/orchestrator/harness.ts';
 import { forEachDialect } from '../../test/support/server.ts';
+import { CLAIM_QUIET_MS } from './pool.ts';
 
 forEachDialect('warm pool', (dialect) => {
   const world = usingWorld(dialect);
@@ -32,6 +33,7 @@ forEachDialect('warm pool', (dialect) => {
     assert.equal(members.size, 3);
     for (const id of members) assert.ok(!(await listed()).includes(id), 'members are not listed');
 
+    const claimedBy = Date.now();
     const r = await w.t.req('POST', '/v1/sandboxes', { body: { from_version: ver, name: 'ep-1' } });
     assert.equal(r.status, 201, JSON.stringify(r.body));
     assert.ok(members.has(r.body.environment.ID), 'the sandbox is a pool member');
@@ -42,6 +44,13 @@ forEachDialect('warm pool', (dialect) => {
     assert.ok((await listed()).includes(r.body.environment.ID), 'a claimed member is listed');
     await ready(ver, 3);
     assert.equal(forked().size, 4, 'one fork replaced the claimed member');
+    // The replacement waited out the claim's quiet window: the sandbox's first commands came first.
+    const [replacement] = [...forked()].filter((id) => !members.has(id));
+    const made = (await w.t.req('GET', `/v1/envs/${replacement}`)).body.environment.CreatedAt as string;
+    assert.ok(
+      Date.parse(made) >= claimedBy + CLAIM_QUIET_MS,
+      `refill forked at ${made}, within ${CLAIM_QUIET_MS} ms of the claim`,
+    );
     // Members wait paused; the claimed one was thawed before it was handed out.
     const paused = w.sc.commands('env.pause').map((f) => f.env_id);
     const thawed = w.sc.commands('env.unpause').map((f) => f.env_id);

@@ -22,6 +22,12 @@ import * as store from './store.ts';
 
 export const MAX_POOL_SIZE = 50;
 export const REFILL_EVERY_MS = 1000;
+/**
+ * After a claim, the version's refill waits this long: the claimed sandbox's thaw and first
+ * commands get the host before a replacement fork (compose, container starts: about a second of
+ * both cores here) competes with them (issue 15: claim → first exec).
+ */
+export const CLAIM_QUIET_MS = 500;
 const COMMAND_TIMEOUT_MS = 60_000;
 
 export interface PoolStatus {
@@ -45,6 +51,8 @@ export class WarmPool {
   #timer: NodeJS.Timeout | undefined;
   #running: Promise<void> | null = null;
   #again = false;
+  /** When each version's current quiet window (CLAIM_QUIET_MS) opened. */
+  readonly #claimedAt = new Map<string, number>();
   #stopped = false;
   /** Called with each refill error (logged by the app); the next pass retries. */
   onError: (err: Error) => void = () => {};
@@ -124,7 +132,13 @@ export class WarmPool {
     if (name && (await envStore.findEnvByName(db, v.ProjectID, name))) return null; // the fork path says why
     const member = await store.claimMember(db, caller.teamId, v.ID);
     if (!member) return null;
-    this.kick();
+    // The window opens at the first claim and is not pushed back by later ones: a steady stream of
+    // claims still has its pool refilled every CLAIM_QUIET_MS.
+    const opened = this.#claimedAt.get(v.ID);
+    if (opened === undefined || Date.now() - opened >= CLAIM_QUIET_MS) {
+      this.#claimedAt.set(v.ID, Date.now());
+      setTimeout(() => this.kick(), CLAIM_QUIET_MS).unref();
+    }
     const env = await envStore.getEnv(db, caller.teamId, member.env_id);
     try {
       if (!env) return null;
@@ -194,6 +208,9 @@ export class WarmPool {
     const caller: Caller = { teamId: pool.team_id, role: 'pool' };
     const v = await envStore.getVersion(db, pool.team_id, pool.version_id);
     if (!v || !(await this.#current(pool.team_id, v))) return this.#drain(pool.team_id, pool.version_id);
+    // Claimed just now: the pass that the claim scheduled for the window's end refills it.
+    if (Date.now() - (this.#claimedAt.get(v.ID) ?? 0) < CLAIM_QUIET_MS) return;
+    this.#claimedAt.delete(v.ID);
     let members = await store.listMembers(db, v.ID);
     for (const m of members) {
       if (m.ready) continue;
