@@ -17,8 +17,14 @@ interface Queued {
   reject: (e: unknown) => void;
 }
 
-/** How long a busy transaction waits for more writes (`SVC_COMMIT_DELAY_MS`; 0: never waits). */
-export const COMMIT_DELAY_MS = Number(process.env.SVC_COMMIT_DELAY_MS ?? 1);
+/**
+ * How long a busy transaction waits for more writes (`SVC_COMMIT_DELAY_MS`; 0, the default: never
+ * waits). Off by default, like Postgres's commit_delay: at 2,000 exec/s on 10,000 hosts 1 ms saved
+ * ~15 µs of CPU per exec but tripled p50 (0.9 → 3 ms) and put p99 at 28–61 ms against 14–15 ms
+ * (docs/benchmarks.md, issue 15).
+ */
+const delaySetting = Number(process.env.SVC_COMMIT_DELAY_MS ?? 0);
+export const COMMIT_DELAY_MS = Number.isFinite(delaySetting) && delaySetting > 0 ? delaySetting : 0;
 
 /** Writes that end a wait at once. */
 export const FULL_BATCH = 64;

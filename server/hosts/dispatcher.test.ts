@@ -151,7 +151,7 @@ describe('command rows wait for company only while other commands are in flight'
   test('a lone command never waits; three at once share waiting commits; alone again, no wait', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'svc-dispatcher-rows-'));
     const db = (await openDb(join(dir, 'svc.db'))).db;
-    const d = new Dispatcher(db);
+    const d = new Dispatcher(db, undefined, undefined, 1); // SVC_COMMIT_DELAY_MS=1
     const sent: Frame[] = [];
     d.connected({
       hostId: 'host_r',

@@ -92,11 +92,16 @@ export class Dispatcher extends Emitter<DispatcherEvents> {
     db: Db,
     drivers: Map<string, Driver> = new Map(),
     log: { warn(obj: object, msg: string): void } = { warn: () => {} },
+    /** How long a row's commit waits for company (group-commit.ts; default SVC_COMMIT_DELAY_MS). */
+    commitDelayMs?: number,
   ) {
     super((err, _name, e) => log.warn({ err, host: e.hostId }, 'handling a late result failed'));
     this.#db = db;
     // Commands in flight besides the one writing: their rows' writes are worth waiting for.
-    this.#rows = new GroupCommit(db, { busy: () => this.#inFlight - 1 >= COMMIT_SIBLINGS });
+    this.#rows = new GroupCommit(db, {
+      busy: () => this.#inFlight - 1 >= COMMIT_SIBLINGS,
+      delayMs: commitDelayMs,
+    });
     this.#drivers = drivers;
   }
 
