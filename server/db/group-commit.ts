@@ -4,11 +4,10 @@
 // before written" (spec "Command lifecycle" 1) holds. Postgres writes go straight through: there a
 // transaction costs round trips rather than saving them.
 //
-// Under load (`busy()`: other writers are in flight, like Postgres's commit_delay with
-// commit_siblings) the transaction also waits `delayMs` for their writes. Measured at 2,000 exec/s
-// this cuts the control plane's CPU per exec by ~15% (fewer commits, and the streams' and answers'
-// writes of a batch go out together, so the peers are woken once for several): the price is that
-// delay, ~1-2 ms, on each of a command's two row writes. A lone writer never waits.
+// Optionally (`delayMs` > 0, off by default; see COMMIT_DELAY_MS), under load (`busy()`: other
+// writers are in flight, like Postgres's commit_delay with commit_siblings) the transaction also
+// waits `delayMs` for their writes: fewer commits for less CPU per exec, at the price of that delay
+// on each of a command's two row writes. A lone writer never waits.
 import type { Db, Queryable } from './types.ts';
 
 interface Queued {

@@ -238,6 +238,7 @@ export class WarmPool {
 
   /** Destroys every unclaimed member of the version and forgets its pool. */
   async #drain(teamId: string, versionId: string): Promise<void> {
+    this.#claimedAt.delete(versionId);
     await store.deletePool(this.#ctx.db, versionId);
     for (const m of await store.listMembers(this.#ctx.db, versionId))
       await this.#discard({ teamId, role: 'pool' }, m.env_id);

@@ -6,9 +6,9 @@
 import { readFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ServiceRecord } from '../../protocol/spec.ts';
-import type { DockerEngine } from './engine.ts';
+import type { DockerEngine, ServiceContainer } from './engine.ts';
 import { CheckpointError, tail } from './errors.ts';
-import { type ExecOptions, type ExecResult, execIn, processTree } from './exec.ts';
+import { type ExecOptions, type ExecResult, execIn, processTree, statFields } from './exec.ts';
 
 export type DatabaseKind = 'postgres' | 'redis' | 'mysql';
 
@@ -67,8 +67,7 @@ async function processes(pid: number, scan: () => Promise<(root: number) => numb
 /** A process's start time (field 22 of /proc/<pid>/stat): with the pid, it names one process. */
 async function startTime(pid: number): Promise<string | null> {
   try {
-    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] ?? null;
+    return statFields(await readFile(`/proc/${pid}/stat`, 'utf8'))[19] ?? null;
   } catch {
     return null;
   }
@@ -105,9 +104,16 @@ function classify(p: { comm: string; cmdline: string }): DatabaseKind | undefine
   )?.[1];
 }
 
-/** The database services among the running containers of the stack (inspected all at once). */
-export async function detectDatabases(engine: DockerEngine, services: ServiceRecord[]): Promise<Database[]> {
-  const running = (await engine.containers()).filter((c) => c.state === 'running');
+/**
+ * The database services among the running containers of the stack (inspected all at once);
+ * `listed`: the stack's containers when the caller has just listed them.
+ */
+export async function detectDatabases(
+  engine: DockerEngine,
+  services: ServiceRecord[],
+  listed?: ServiceContainer[],
+): Promise<Database[]> {
+  const running = (listed ?? (await engine.containers())).filter((c) => c.state === 'running');
   let tree: Promise<(root: number) => number[]> | undefined;
   const scan = () => (tree ??= processTree());
   const found = await Promise.all(
@@ -340,6 +346,7 @@ export async function checkpointDatabases(
   engine: DockerEngine,
   services: ServiceRecord[],
   timeoutMs = 120_000,
+  listed?: ServiceContainer[],
 ): Promise<CheckpointResult[]> {
   const one = async (db: Database): Promise<CheckpointResult> => {
     const t0 = Date.now();
@@ -349,7 +356,7 @@ export async function checkpointDatabases(
     else detail = await mysql(engine, db);
     return { service: db.service, kind: db.kind, detail, took_ms: Date.now() - t0 };
   };
-  const settled = await Promise.allSettled((await detectDatabases(engine, services)).map(one));
+  const settled = await Promise.allSettled((await detectDatabases(engine, services, listed)).map(one));
   const failed = settled.find((r) => r.status === 'rejected');
   if (failed) throw failed.reason;
   return settled.map((r) => (r as PromiseFulfilledResult<CheckpointResult>).value);

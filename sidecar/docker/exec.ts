@@ -154,6 +154,14 @@ async function killExec(exec: Docker.Exec): Promise<string> {
     : 'the command was killed';
 }
 
+/**
+ * The fields of a /proc/<pid>/stat line after the command name, from the state (field 3) on: the
+ * name may contain spaces and parentheses, so they start after the last ')'.
+ */
+export function statFields(stat: string): string[] {
+  return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+}
+
 /** Every process below `root`, from /proc/<pid>/stat's ppid field. */
 export async function descendants(root: number): Promise<number[]> {
   return (await processTree())(root);
@@ -173,9 +181,7 @@ export async function processTree(): Promise<(root: number) => number[]> {
       .filter((e) => /^\d+$/.test(e))
       .map(async (e) => {
         try {
-          const stat = await readFile(`/proc/${e}/stat`, 'utf8');
-          // The command name may contain spaces and parentheses: fields restart after the last ')'.
-          const parent = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+          const parent = Number(statFields(await readFile(`/proc/${e}/stat`, 'utf8'))[1]);
           const list = children.get(parent);
           if (list) list.push(Number(e));
           else children.set(parent, [Number(e)]);

@@ -6,7 +6,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ServiceRecord } from '../../protocol/spec.ts';
 import { oneShots, PROBE_EVERY_MS, probeOnce } from './active-health.ts';
-import type { DockerEngine } from './engine.ts';
+import type { DockerEngine, ServiceContainer } from './engine.ts';
 import { dockerMessage, StackUnhealthy, tail } from './errors.ts';
 
 type Verdict = { ready: true } | { ready: false; failed: boolean; why: string; id?: string };
@@ -23,9 +23,13 @@ interface Probe {
  */
 export type HealthyBefore = Map<string, string>;
 
-export async function healthyBefore(engine: DockerEngine, services: ServiceRecord[]): Promise<HealthyBefore> {
+export async function healthyBefore(
+  engine: DockerEngine,
+  services: ServiceRecord[],
+  listed?: ServiceContainer[],
+): Promise<HealthyBefore> {
   const out: HealthyBefore = new Map();
-  const running = (await engine.containers()).filter((c) => c.state === 'running');
+  const running = (listed ?? (await engine.containers())).filter((c) => c.state === 'running');
   await Promise.all(
     services.map(async (svc) => {
       const c = running.find((x) => x.service === svc.name);

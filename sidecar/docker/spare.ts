@@ -5,8 +5,9 @@
 // - At most one per container, kept in this process's memory by container id. `env.exec` takes
 //   the container's spare when one is ready, idle and not frozen, else runs a plain exec.
 // - Made by `env.pause` for the environment's exec default service before it freezes the stack
-//   (a warm-pool member holds one while paused), and again in the background after an exec used
-//   one; never on a plain exec or a create (density: idle sandboxes pay no extra process).
+//   (a warm-pool member holds one while paused), by `env.snapshot` for the first service (its
+//   deployment's health command comes next), and again in the background after an exec used one;
+//   never on a plain exec or a create (density: idle sandboxes pay no extra process).
 // - A spare whose stream ended before use (container stopped or restarted, the shell killed) is
 //   dropped; one that cannot start (no /bin/sh, an engine error, an environment the shell would
 //   change) is simply no spare. Dropped on env.destroy and when the service's container changes.

@@ -24,15 +24,18 @@ export async function envSnapshot(
   // Databases flush to disk first, so the captured files are what a clean restart expects.
   // Health is checked while the databases checkpoint, so after the thaw only what changed since
   // (a restart, a failed check) needs a check of its own.
+  // One listing serves the three (the freeze below lists again, for the states it acts on).
+  const listed = await engine.containers();
   const wanted = spec.services.filter((s) => !keep.includes(s.name));
-  const healthyBefore = checkHealthyBefore(engine, wanted).catch(() => undefined);
+  const healthyBefore = checkHealthyBefore(engine, wanted, listed).catch(() => undefined);
   // The snapshot deployment's next phase runs a command in the first service (spec: health): a
   // spare exec started now, hidden behind the checkpoints, takes it after the thaw (issue 15).
   const first = spec.services[0]?.name;
-  const spare = first && !keep.includes(first) ? primeSpare(engine, first).catch(() => false) : undefined;
+  const spare =
+    first && !keep.includes(first) ? primeSpare(engine, first, listed).catch(() => false) : undefined;
   let consistent = true;
   try {
-    const done = await checkpointDatabases(engine, spec.services);
+    const done = await checkpointDatabases(engine, spec.services, undefined, listed);
     for (const d of done)
       cmd.progress(`checkpointed ${d.kind} in ${d.service} (${d.detail}, ${d.took_ms} ms)`);
   } catch (err) {
