@@ -7,6 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { after, describe, it } from 'node:test';
 import { tier } from '../../test/support/tiers.ts';
 import {
+  BRIDGE_PREFIX,
   isolateBridge,
   isolationRules,
   listIsolationRules,
@@ -14,6 +15,7 @@ import {
   pruneIsolationChain,
   releaseBridge,
 } from './firewall.ts';
+import { bridgeName } from './render.ts';
 
 const skip = tier('docker'); // the docker tier runs as root with iptables, as svcd does
 const opts = { chain: `SVCT-${randomBytes(3).toString('hex')}` };
@@ -24,6 +26,11 @@ const brA = `svct${tag}a`;
 const brB = `svct${tag}b`;
 
 const rulesOf = async (bridge: string) => (await listIsolationRules(opts)).filter((r) => r.includes(bridge));
+/** The INPUT rules that jump to the test's chain. */
+const jumps = () =>
+  execFileSync('iptables', ['-S', 'INPUT'], { encoding: 'utf8' })
+    .split('\n')
+    .filter((l) => l.startsWith('-A INPUT ') && l.endsWith(` -j ${opts.chain}`));
 const families = async () => new Set((await listIsolationRules(opts)).map((r) => r.split(' ')[0])).size;
 
 describe('firewall rules of deny stacks', { skip }, () => {
@@ -31,6 +38,7 @@ describe('firewall rules of deny stacks', { skip }, () => {
     await releaseBridge(brA, envA, opts);
     await releaseBridge(brB, envB, opts);
     assert.equal(await pruneIsolationChain(opts), true);
+    assert.deepEqual(jumps(), []);
   });
 
   it('isolating twice leaves one copy of each rule, in order, and the INPUT jump once', async () => {
@@ -44,10 +52,16 @@ describe('firewall rules of deny stacks', { skip }, () => {
       a.slice(0, 3).map((r) => / -j (\w+)/.exec(r)?.[1]),
       ['RETURN', 'REJECT', 'DROP'],
     );
-    const jumps = execFileSync('iptables', ['-S', 'INPUT'], { encoding: 'utf8' })
-      .split('\n')
-      .filter((l) => l === `-A INPUT -j ${opts.chain}`);
-    assert.equal(jumps.length, 1);
+    assert.deepEqual(jumps(), [`-A INPUT -i svc+ -j ${opts.chain}`]);
+  });
+
+  it('only packets from the stacks’ bridges enter the chain; a jump for every packet is replaced', async () => {
+    // What earlier versions installed: the host's own traffic walked three rules per deny stack.
+    execFileSync('iptables', ['-I', 'INPUT', '1', '-j', opts.chain]);
+    assert.equal(jumps().length, 2);
+    await isolateBridge(brA, envA, opts);
+    assert.deepEqual(jumps(), [`-A INPUT -i svc+ -j ${opts.chain}`]);
+    assert.equal(bridgeName(envA).startsWith(BRIDGE_PREFIX), true);
   });
 
   it('a half-present set is completed', async () => {

@@ -19,6 +19,7 @@ import {
   type ServiceRecord,
 } from '../../protocol/spec.ts';
 import { DockerError } from './errors.ts';
+import { BRIDGE_PREFIX } from './firewall.ts';
 import { renderBinds } from './render-project.ts';
 
 export const ENV_LABEL = 'svc.env';
@@ -57,9 +58,12 @@ export function networkName(envId: string): string {
   return `${projectName(envId)}_default`;
 }
 
-/** Linux bridge of the stack's network: 'svc' + 12 hex chars of sha256(env id), 15 chars (IFNAMSIZ-1). */
+/**
+ * Linux bridge of the stack's network: 'svc' + 12 hex chars of sha256(env id), 15 chars
+ * (IFNAMSIZ-1). The prefix is what the firewall's INPUT jump matches (firewall.ts).
+ */
 export function bridgeName(envId: string): string {
-  return `svc${createHash('sha256').update(envId).digest('hex').slice(0, 12)}`;
+  return `${BRIDGE_PREFIX}${createHash('sha256').update(envId).digest('hex').slice(0, 12)}`;
 }
 
 /** Compose interpolates `$` in every value; the spec's values are final, so `$` is escaped. */
