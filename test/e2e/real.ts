@@ -8,6 +8,8 @@ import { createServer, type Server } from 'node:net';
 import { networkInterfaces, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { sleep } from '../../shared/concurrency.ts';
+import { releaseBridge } from '../../sidecar/docker/firewall.ts';
+import { bridgeName } from '../../sidecar/docker/render.ts';
 import { unmountUnder } from '../../sidecar/storage/quota.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 import { svcdJoinArgs } from '../support/svcd.ts';
@@ -187,6 +189,9 @@ async function destroyAll(t: TestServer, real: Real): Promise<void> {
     }
     for (const id of ids) await finished(t, id, 120_000).catch(() => {});
   }
+  // What the API could not destroy (an environment of another team than `t`'s key, or a dead
+  // sidecar) is removed here: its Docker objects and its deny rules, which would otherwise stay
+  // in the host's INPUT path for good.
   for (const e of envs) {
     for (const line of leftovers(e.id)) {
       const [kind, name] = line.split(' ');
@@ -195,6 +200,7 @@ async function destroyAll(t: TestServer, real: Real): Promise<void> {
         execFileSync('docker', cmd, { stdio: 'ignore' });
       } catch {}
     }
+    await releaseBridge(bridgeName(e.id), e.id).catch(() => {});
   }
 }
 
