@@ -144,13 +144,8 @@ export function bounded<T>(
 }
 
 /** Settles as `p` does within `ms`; otherwise rejects with `onTimeout()`. */
-export async function withTimeout<T>(p: Promise<T>, ms: number, onTimeout: () => unknown): Promise<T> {
-  const d = deadline(ms, onTimeout);
-  try {
-    return await untilAborted(p, d.signal);
-  } finally {
-    d.clear();
-  }
+export function withTimeout<T>(p: Promise<T>, ms: number, onTimeout: () => unknown): Promise<T> {
+  return bounded(p, ms, onTimeout);
 }
 
 /** Waits for `p` to settle, but at most `ms`: true when it settled (its outcome is ignored). */

@@ -6,7 +6,7 @@ import type { FastifyBaseLogger } from 'fastify';
 
 type Bindings = Parameters<FastifyBaseLogger['child']>[0];
 type ChildOptions = Parameters<FastifyBaseLogger['child']>[1];
-type Level = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+const LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
 class LazyChild {
   #parent: FastifyBaseLogger;
@@ -33,35 +33,18 @@ class LazyChild {
     this.real.level = level;
   }
 
-  #log(level: Level, args: unknown[]): void {
-    (this.real[level] as (...a: unknown[]) => void)(...args);
-  }
-
-  fatal(...args: unknown[]): void {
-    this.#log('fatal', args);
-  }
-  error(...args: unknown[]): void {
-    this.#log('error', args);
-  }
-  warn(...args: unknown[]): void {
-    this.#log('warn', args);
-  }
-  info(...args: unknown[]): void {
-    this.#log('info', args);
-  }
-  debug(...args: unknown[]): void {
-    this.#log('debug', args);
-  }
-  trace(...args: unknown[]): void {
-    this.#log('trace', args);
-  }
-  silent(...args: unknown[]): void {
-    this.#log('silent', args);
-  }
-
   child(bindings: Bindings, options?: ChildOptions): FastifyBaseLogger {
     return this.real.child(bindings, options);
   }
+}
+
+// One method per level, each logging on the real child (built by the first of them to run).
+for (const level of LEVELS) {
+  Object.defineProperty(LazyChild.prototype, level, {
+    value(this: LazyChild, ...args: unknown[]): void {
+      (this.real[level] as (...a: unknown[]) => void)(...args);
+    },
+  });
 }
 
 /** Fastify's `childLoggerFactory`: the request's child logger, built when first used. */
