@@ -1,9 +1,11 @@
 // One environment's compose stack: render, up (with health wait), stop/start, down, and what the
 // env.create result reports about it (endpoints, digests). Deny stacks get their host firewall
 // rules before any container exists and lose them only after every container is gone.
+import { randomInt } from 'node:crypto';
 import { mkdir, rename, writeFile } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type Docker from 'dockerode';
 import type { Egress, ServiceRecord } from '../../protocol/spec.ts';
 import { AGAIN, retry } from '../../shared/concurrency.ts';
@@ -138,6 +140,8 @@ export class Stack {
         const overlap = err instanceof ComposeRunError && /overlaps/i.test(err.stderr);
         if (!overlap || !this.opts.subnets || attempt >= 5) throw err;
         await this.opts.subnets.release(this.envId);
+        // Jitter, so two sidecars that just collided do not rescan in step.
+        await sleep(randomInt(50, 250) * attempt);
         await this.write();
       }
     }

@@ -9,7 +9,7 @@ import { BUSYBOX_IMAGE, ensureTestImages } from '../../test/support/images.ts';
 import { tier } from '../../test/support/tiers.ts';
 import { dockerClient } from './engine.ts';
 import { DockerError } from './errors.ts';
-import { formatCidr, parseCidr, SubnetAllocator } from './subnets.ts';
+import { dockerSubnets, formatCidr, parseCidr, SubnetAllocator } from './subnets.ts';
 import { cleanupTestEnvs, svc, testEnv } from './testing.ts';
 
 function overlap(a: string, b: string): boolean {
@@ -71,6 +71,16 @@ describe('subnet allocation', () => {
     ]);
   });
 
+  it('sidecars that share an engine but not their records spread out instead of all taking the lowest free subnet', async () => {
+    const picks = await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        make(join(dir, `side${i}`), [], '10.99.0.0/16', 28).allocate('env_same'),
+      ),
+    );
+    // First-free gave all 20 the same subnet; 20 random slots of 4,096 are almost surely distinct.
+    assert.ok(new Set(picks).size >= 15, picks.join(' '));
+  });
+
   it('refuses a prefix that does not fit the range', () => {
     assert.throws(() => make(dir, [], '10.99.0.0/24', 20), /must lie between/);
   });
@@ -102,6 +112,44 @@ describe('subnet allocation on a real engine', { skip: tier('docker') }, () => {
     });
     const c = await fresh.allocate('env_x');
     assert.ok(!overlap(c, a) && !overlap(c, b), `${c} vs ${a}, ${b}`);
+    rmSync(envsDir, { recursive: true, force: true });
+  });
+
+  it('a subnet another sidecar took a moment earlier ("Pool overlaps") is given up and a free one allocated', async () => {
+    const envsDir = mkdtempSync(join(tmpdir(), 'svc-subnets-race-'));
+    const docker = dockerClient();
+    // Two /28 slots. Sidecar A sees the upper one as taken, so it takes the lower one.
+    const range = '10.215.0.0/27';
+    const [lower, upper] = ['10.215.0.0/28', '10.215.0.16/28'];
+    const a = new SubnetAllocator({
+      envsDir: join(envsDir, 'a'),
+      range,
+      prefix: 28,
+      taken: async () => [upper],
+    });
+    // Sidecar B scanned before A's network existed: its first look sees the same, later ones the engine.
+    let looks = 0;
+    const b = new SubnetAllocator({
+      envsDir: join(envsDir, 'b'),
+      range,
+      prefix: 28,
+      taken: async () => (looks++ === 0 ? [upper] : dockerSubnets(docker)),
+    });
+    const spec = { egress: 'allow' as const, volumes: [], services: [svc('app', BUSYBOX_IMAGE)] };
+    const one = await testEnv('sr', spec, 'v2', { subnets: a });
+    const two = await testEnv('sr', spec, 'v2', { subnets: b });
+    await one.stack.up(60);
+    await two.stack.up(60);
+    const subnetOf = async (network: string) =>
+      (await docker.getNetwork(network).inspect()).IPAM?.Config?.[0]?.Subnet as string;
+    assert.equal(await subnetOf(one.stack.network), lower);
+    assert.equal(
+      await subnetOf(two.stack.network),
+      upper,
+      'B gave up the lower subnet and took the free one',
+    );
+    assert.equal(await b.recorded(two.stack.envId), upper);
+    assert.ok(looks >= 2, 'B looked again after the collision');
     rmSync(envsDir, { recursive: true, force: true });
   });
 });

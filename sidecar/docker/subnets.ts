@@ -6,6 +6,13 @@
 // survives restarts, and is released when the environment's directory goes (destroy) or by
 // `release`. A new allocation skips every recorded subnet and every subnet a Docker network on
 // this engine already uses (other projects, other tools), and is serialised within the process.
+//
+// Several sidecars (or other tools) may share one engine, and none sees another's allocations
+// until its network exists. The scan therefore starts at a random slot and wraps: with first-free,
+// every sidecar picked the same lowest free subnet at once, and the losers of that race collided
+// again on the next one (CI, 2026-11-24: "Pool overlaps" five times in a row). The stack retries a
+// collision (stack.ts `createContainers`); random starts make a second one unlikely.
+import { randomInt } from 'node:crypto';
 import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type Docker from 'dockerode';
@@ -124,7 +131,7 @@ export class SubnetAllocator {
     return out;
   }
 
-  /** The environment's subnet: its recorded one, else the first free one in the range (recorded). */
+  /** The environment's subnet: its recorded one, else a free one in the range, from a random slot (recorded). */
   allocate(envId: string): Promise<string> {
     const next = this.queue.then(() => this.allocateNow(envId));
     this.queue = next.catch(() => {});
@@ -146,7 +153,9 @@ export class SubnetAllocator {
     }
     const size = 2 ** (32 - this.prefix);
     const count = 2 ** (this.prefix - this.range.prefix);
-    for (let i = 0; i < count; i++) {
+    const start = randomInt(count);
+    for (let n = 0; n < count; n++) {
+      const i = (start + n) % count;
       const candidate = { base: this.range.base + i * size, prefix: this.prefix };
       if (used.some((u) => overlaps(u, candidate))) continue;
       const text = formatCidr(candidate);
