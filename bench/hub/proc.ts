@@ -111,9 +111,21 @@ export interface Child {
 }
 
 /** Starts `script` (relative to the repository) with Node, output to `log`, with an IPC channel. */
-export function startChild(script: string, args: string[], env: Record<string, string>, log: string): Child {
+/**
+ * Starts `node script args` with its output in `log` and an IPC channel. `cpus` (a taskset list
+ * such as `0` or `1-3`) confines the child to those CPUs; taskset execs node, so the pid is node's.
+ */
+export function startChild(
+  script: string,
+  args: string[],
+  env: Record<string, string>,
+  log: string,
+  cpus?: string,
+): Child {
   const fd = openSync(log, 'a');
-  const proc = spawn(process.execPath, [join(ROOT, script), ...args], {
+  const argv = [process.execPath, join(ROOT, script), ...args];
+  const [cmd, ...rest] = cpus ? ['taskset', '-c', cpus, ...argv] : argv;
+  const proc = spawn(cmd, rest, {
     cwd: ROOT,
     env: { ...process.env, ...env },
     stdio: ['ignore', fd, fd, 'ipc'],
@@ -188,4 +200,28 @@ export function postmasterPid(port: number): number | null {
     if (m && Number(m[3]) === port) return Number(m[1]);
   }
   return null;
+}
+
+/**
+ * `--pin`: the control plane gets CPU 0 to itself, and this process (the load generator) and the
+ * simulated sidecars share the others, so the control plane's figures are those of one core (the
+ * unit of the issue-15 goal: "2,300/s on one core"). Needs 2+ CPUs and util-linux's taskset.
+ */
+export function pinning(cpuCount: number): { controlPlane: string; rest: string } {
+  if (cpuCount < 2) throw new Error('--pin needs at least 2 CPUs');
+  const rest = cpuCount === 2 ? '1' : `1-${cpuCount - 1}`;
+  // -a: every thread of this process; a thread that ends meanwhile fails the call, so try again.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      execFileSync('taskset', ['-a', '-p', '-c', rest, String(process.pid)], {
+        stdio: ['ignore', 'ignore', 'pipe'],
+      });
+      break;
+    } catch (err) {
+      if (attempt < 3) continue;
+      const why = String((err as { stderr?: Buffer }).stderr ?? (err as Error).message).trim();
+      throw new Error(`--pin: taskset failed (${why}); is util-linux installed?`);
+    }
+  }
+  return { controlPlane: '0', rest };
 }

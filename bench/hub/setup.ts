@@ -83,16 +83,37 @@ export async function createEnvs(a: Api, k: number): Promise<Placed[]> {
   });
 }
 
-/** `POST /v1/envs/{env}/exec` on the environments in turn; ok means a 200 with an exit code. */
-export function execFire(a: Api, envs: Placed[], sockets: number): { fire: Fire; close(): void } {
+/**
+ * `n` API keys of the team: the caller's, then new ones (`POST /v1/keys`). A credential may send
+ * 60,000 requests a minute (server/http/limits.ts), so a load above that spreads over several.
+ */
+export async function mintKeys(a: Api, n: number): Promise<string[]> {
+  const more = Array.from({ length: Math.max(0, n - 1) }, (_, i) => `bench-${i}`);
+  const minted = await pool(more, SETUP_CONCURRENCY, async (name) => {
+    const r = await a.call('POST', '/v1/keys', { name });
+    return r.api_key as string;
+  });
+  return [a.key, ...minted];
+}
+
+/**
+ * `POST /v1/envs/{env}/exec` on the environments in turn, the keys in turn (default: the api's
+ * own); ok means a 200 with an exit code.
+ */
+export function execFire(
+  a: Api,
+  envs: Placed[],
+  sockets: number,
+  keys: string[] = [a.key],
+): { fire: Fire; close(): void } {
   const agent = new Agent({ keepAlive: true, maxSockets: sockets, maxFreeSockets: sockets });
   const { hostname, port } = new URL(a.url);
   const body = JSON.stringify({ service: 'main', cmd: ['true'], timeout_sec: 20 });
-  const headers = {
-    authorization: `Bearer ${a.key}`,
+  const headerSets = keys.map((key) => ({
+    authorization: `Bearer ${key}`,
     'content-type': 'application/json',
     'content-length': Buffer.byteLength(body),
-  };
+  }));
   const fire: Fire = (i) =>
     new Promise((resolve, reject) => {
       const req = request(
@@ -102,7 +123,7 @@ export function execFire(a: Api, envs: Placed[], sockets: number): { fire: Fire;
           port,
           method: 'POST',
           path: `/v1/envs/${envs[i % envs.length].envId}/exec`,
-          headers,
+          headers: headerSets[i % headerSets.length],
           timeout: REQUEST_TIMEOUT_MS,
         },
         (res) => {
