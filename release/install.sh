@@ -89,6 +89,9 @@ else
 fi
 mkdir -p "$bin_dir"
 install -m 0755 "$tmp" "$bin_dir/svcd"
+# The exec below replaces this shell, so the EXIT trap would never run: remove the download now.
+rm -f "$tmp"
+trap - EXIT
 echo "svcd install: $("$bin_dir/svcd" version) installed to $bin_dir/svcd" >&2
 
 set -- install --server "$server" --token "$token"

@@ -6,7 +6,16 @@
 // The arm64 builds (no arm64 machine here) are checked by ELF header and SEA blob, and are served.
 import assert from 'node:assert/strict';
 import { type ChildProcess, execFile, execFileSync, spawn } from 'node:child_process';
-import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  cpSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -104,10 +113,20 @@ describe('the release artifacts; the sidecar installed with the join command', {
     assert.match(command, /^curl -fsSL \S+\/install\.sh \| sh -s -- --server /);
     // Asynchronously: the control plane answering the download runs in this very process.
     // The script installs to SVC_BIN_DIR; the install verb then places itself under the root.
+    const scratch = join(dir, 'tmp');
+    mkdirSync(scratch);
     await promisify(execFile)('sh', ['-c', command], {
       cwd: dir,
-      env: { ...process.env, SVC_BIN_DIR: join(dir, 'bin'), SVC_INSTALL_ROOT: root, SVC_SYSTEMCTL: 'true' },
+      env: {
+        ...process.env,
+        SVC_BIN_DIR: join(dir, 'bin'),
+        SVC_INSTALL_ROOT: root,
+        SVC_SYSTEMCTL: 'true',
+        TMPDIR: scratch,
+      },
     });
+    // The download (the whole sidecar, ~120 MiB) is not left in the temp dir.
+    assert.deepEqual(readdirSync(scratch), []);
     assert.equal(execFileSync(join(dir, 'bin/svcd'), ['version'], { encoding: 'utf8' }).trim(), 'test-build');
     assert.equal(execFileSync(bin, ['version'], { encoding: 'utf8' }).trim(), 'test-build');
     assert.equal(statSync(envFile).mode & 0o777, 0o600);
