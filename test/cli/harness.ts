@@ -30,8 +30,17 @@ export interface RunOptions {
   program?: string[];
 }
 
+const made: string[] = [];
+// Whatever a test did not remove itself (a download target, a failed test's home) goes when
+// the test file's process ends: a run must not leave directories behind in /tmp.
+process.once('exit', () => {
+  for (const dir of made) rmSync(dir, { recursive: true, force: true });
+});
+
 export function tempDir(prefix = 'svc-cli-'): string {
-  return mkdtempSync(join(tmpdir(), prefix));
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  made.push(dir);
+  return dir;
 }
 
 export function removeDir(dir: string): void {
