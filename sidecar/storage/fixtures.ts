@@ -100,6 +100,8 @@ export function fsTier(tier: FsTier): false | string {
 export interface Scratch {
   dir: string;
   pool?: string;
+  /** The host file the scratch file system lives in (a loop image, a pool's vdev). */
+  backing?: string;
   cleanup(): Promise<void>;
 }
 
@@ -159,7 +161,7 @@ export async function loopFs(
     await run('mount', [...mountOpts, dev, dir]);
     undo.push(() => umount(dir));
     undo.push(() => unmountUnder(dir)); // environments' disk images (images.ts)
-    return { dir, cleanup: () => undo.run() };
+    return { dir, backing: image, cleanup: () => undo.run() };
   } catch (err) {
     await undo.run().catch(() => {});
     throw err;
@@ -180,7 +182,7 @@ export async function zfsPool(sizeMb: number): Promise<Scratch> {
     undo.push(() => destroyPool(pool));
     const dir = join(base, 'data');
     await mkdir(dir);
-    return { dir, pool, cleanup: () => undo.run() };
+    return { dir, pool, backing: image, cleanup: () => undo.run() };
   } catch (err) {
     await undo.run().catch(() => {});
     throw err;
