@@ -1,11 +1,11 @@
 // The behaviour every backend must show, run by each backend's test file against a real file
 // system. A backend adds only how to find what it may have left behind (subvolumes, datasets).
 import assert from 'node:assert/strict';
-import { open, readdir, readFile, realpath, rm, stat, statfs, writeFile } from 'node:fs/promises';
+import { open, readdir, readFile, realpath, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { run } from './exec.ts';
-import type { Scratch } from './fixtures.ts';
+import { type Scratch, scratchUsed } from './fixtures.ts';
 import { BadName, detectStorageKind, openStorage, type StorageBackend, UnknownSnapshot } from './index.ts';
 import { describeTree, modify, populate } from './trees.ts';
 import type { CowKind, StorageKind, StorageOptions } from './types.ts';
@@ -202,10 +202,7 @@ export function storageSuite(label: string, opts: SuiteOptions): void {
       assert.ok(!how.startsWith('none'), `nothing enforces the limit here: ${how}`);
       const paths = await store.prepare('quota1', VOLS);
       await writeFile(join(paths.data, 'small'), 'kept');
-      const host = async () => {
-        const st = await statfs(dataDir());
-        return (st.blocks - st.bfree) * st.bsize;
-      };
+      const host = () => scratchUsed(scratch);
       const hostBefore = await host();
       // 4 MiB in one volume, then 256 MiB tried in the other: refused at the limit.
       assert.equal(await fill(join(paths['db.v1'], 'a'), 4), 'written');
@@ -214,8 +211,8 @@ export function storageSuite(label: string, opts: SuiteOptions): void {
         outcome === 'ENOSPC' || outcome === 'EDQUOT',
         `writing 256 MiB under a 32 MiB limit: ${outcome}`,
       );
-      // What the writer got allocated stays within the limit; the host's file system (shared with
-      // other work, so only a coarse bound) lost far less than the 256 MiB tried.
+      // What the writer got allocated stays within the limit, and the host gave the scratch file
+      // system far less than the 256 MiB tried.
       const allocated = (await stat(join(paths.data, 'big'))).blocks * 512;
       assert.ok(allocated <= limit + 1024 * 1024, `${allocated} bytes allocated under a 32 MiB limit`);
       const grown = (await host()) - hostBefore;

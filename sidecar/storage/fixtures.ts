@@ -4,7 +4,7 @@
 // in SVC_REQUIRE_TIERS it throws instead, so CI can not pass by skipping.
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { mkdir, mkdtemp, rm, truncate, writeFile } from 'node:fs/promises';
+import { lstat, mkdir, mkdtemp, readdir, rm, stat, truncate, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -199,6 +199,29 @@ async function destroyPool(pool: string): Promise<void> {
       await sleep(250);
     }
   }
+}
+
+/**
+ * Bytes the host has given the scratch file system's data: the allocated blocks of its backing
+ * file (a loop image, a pool's vdev), else of every file under `dir` on the same file system (as
+ * `du -x`: an environment's disk image counts, what is mounted from it is inside it). Never the
+ * host file system's free space: other test files write beside this one (a release build, an
+ * image import), and a CI run once saw it shrink by 255 MB during a limit test.
+ */
+export async function scratchUsed(s: Scratch): Promise<number> {
+  if (s.backing) return (await stat(s.backing)).blocks * 512;
+  const root = await lstat(s.dir);
+  let total = 0;
+  const walk = async (dir: string): Promise<void> => {
+    for (const e of await readdir(dir, { withFileTypes: true }).catch(() => [])) {
+      const st = await lstat(join(dir, e.name)).catch(() => null);
+      if (!st || st.dev !== root.dev) continue;
+      total += st.blocks * 512;
+      if (st.isDirectory()) await walk(join(dir, e.name));
+    }
+  };
+  await walk(s.dir);
+  return total;
 }
 
 /** A plain directory on /tmp (whatever file system that is), for the `dir` backend. */

@@ -4,11 +4,11 @@
 // for forks (each their own) and after rollbacks; data only a version keeps counts; destroy
 // releases the qgroup or dataset.
 import assert from 'node:assert/strict';
-import { type FileHandle, open, rm, stat, statfs } from 'node:fs/promises';
+import { type FileHandle, open, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { withStore } from './conformance.ts';
-import type { Scratch } from './fixtures.ts';
+import { type Scratch, scratchUsed } from './fixtures.ts';
 import { openStorage } from './index.ts';
 
 export interface LimitSuiteOptions {
@@ -51,15 +51,7 @@ export function diskLimitSuite(label: string, opts: LimitSuiteOptions): void {
   describe(label, { skip: opts.skip }, () => {
     const { scratch, store } = withStore(opts.scratch);
     const file = (env: string, volume: string, name: string) => join(store().volumePath(env, volume), name);
-    // What the host has given the scratch file system: the blocks of the file it lives in. Not
-    // the host file system's free space, which other test files running beside this one change
-    // (a CI run once saw it shrink by 255 MB during this test: the zfs data dir is on /tmp).
-    const used = async () => {
-      const { backing, dir } = scratch();
-      if (backing) return allocated(backing);
-      const st = await statfs(dir);
-      return (st.blocks - st.bfree) * st.bsize;
-    };
+    const used = () => scratchUsed(scratch());
 
     it('bounds the volumes of one env together; another env and the host are untouched', async () => {
       const how = await store().setQuota('lim', LIMIT_MB * MIB);
