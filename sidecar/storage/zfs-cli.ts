@@ -4,11 +4,17 @@ import { CommandFailed } from './errors.ts';
 import { retry, run } from './exec.ts';
 
 const TRANSIENT = /busy|cannot unmount/i;
+/**
+ * Attempts at a busy dataset: ~2 minutes (retry's delay grows to 1 s). Under host disk load,
+ * zfs-fuse kept a freshly promoted clone "busy" for a rename 2–19 s, once past 35 s (the former
+ * budget of 40), failing rollbacks; it always cleared with time. A phase may take 15 minutes.
+ */
+const BUSY_ATTEMPTS = 125;
 const isTransient = (err: Error) => err instanceof CommandFailed && TRANSIENT.test(err.message);
 export const isMissing = (err: Error) => err instanceof CommandFailed && /does not exist/.test(err.stderr);
 
 export async function zfs(args: string[]): Promise<string> {
-  return retry(() => run('zfs', args), isTransient, 40);
+  return retry(() => run('zfs', args), isTransient, BUSY_ATTEMPTS);
 }
 
 /**
@@ -32,7 +38,7 @@ export async function zRename(from: string, to: string): Promise<void> {
       }
     },
     (err) => !gone && (isTransient(err) || isMissing(err)),
-    40,
+    BUSY_ATTEMPTS,
   );
 }
 
