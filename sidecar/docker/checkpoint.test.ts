@@ -25,6 +25,15 @@ describe('checkpoint', { skip }, () => {
     assert.equal(r.exit_code, 0, r.stderr);
     return r.stdout.trim();
   };
+  /** Redis reaps a finished save at its next cron tick; a BGSAVE before that is refused. */
+  const saveReaped = async () => {
+    for (
+      let i = 0;
+      i < 100 && !(await redis('INFO', 'persistence')).includes('rdb_bgsave_in_progress:0');
+      i++
+    )
+      await new Promise((r) => setTimeout(r, 20));
+  };
   const heapFile = async () => `${env.paths.pgdata}/${await psql("SELECT pg_relation_filepath('t')")}`;
   const redoLocation = async () => {
     const r = await env.stack.engine.exec('pg', ['pg_controldata'], { user: 'postgres' });
@@ -113,7 +122,23 @@ describe('checkpoint', { skip }, () => {
     assert.equal(seen.exit_code, 0, seen.stderr);
     assert.equal(seen.stdout, 'svc-renamed\n', 'the dump was replaced: no wait for the cron tick');
     assert.ok(readFileSync(`${env.paths.rdata}/dump.rdb`).includes('ckptkey4'));
+    // The save ends while INFO is on its way: the save is slowed down (0.1 s a key, Redis's own
+    // debug setting) and INFO answers 1.5 s late, so the first look misses the new dump and INFO
+    // finds the save reaped. The replaced dump still decides, not INFO.
+    await redis('SET', 'ckptkey5', 'ckptval5');
+    await saveReaped();
+    await redis('CONFIG', 'SET', 'rdb-key-save-delay', '100000');
+    try {
+      const slowInfo = ['sh', '-c', 'case $1 in INFO) sleep 1.5;; esac; exec redis-cli "$@"', 'cli'];
+      const late = await env.stack.engine.exec('cache', ['sh', '-c', SAVE_SCRIPT, 'sh', '3000', ...slowInfo]);
+      assert.equal(late.exit_code, 0, late.stderr);
+      assert.equal(late.stdout, 'svc-renamed\n', 'a dump replaced while INFO was asked');
+    } finally {
+      await redis('CONFIG', 'SET', 'rdb-key-save-delay', '0');
+    }
+    assert.ok(readFileSync(`${env.paths.rdata}/dump.rdb`).includes('ckptkey5'));
     // Without `ls` the shell cannot see the dump: INFO decides, and says the save went well.
+    await saveReaped();
     const info = await env.stack.engine.exec(
       'cache',
       ['/usr/bin/sh', '-c', SAVE_SCRIPT, 'sh', '3000', '/usr/bin/redis-cli'],

@@ -244,9 +244,11 @@ const POLL_MS = 25;
 // file, syncs it and renames it over the dump as its last step, so a new inode is a complete new
 // dump) or INFO says no save runs (Redis notices its child's end only at its next cron tick, up to
 // 100 ms later at the default hz; then the status says how it went). Prints `svc-renamed` or the
-// last INFO. $1 is the poll budget, the rest is the redis-cli command. Without CONFIG (renamed
-// away) or `ls`, only INFO is watched. Exit 10: BGSAVE did not answer "started" (already running,
-// scheduled behind an AOF rewrite, refused); exit 11: INFO failed; exit 12: out of polls.
+// last INFO; when the save ended between a look and INFO, one more look prefers the replaced dump
+// (under load it did: CI saw INFO win the race). $1 is the poll budget, the rest is the redis-cli
+// command. Without CONFIG (renamed away) or `ls`, only INFO is watched. Exit 10: BGSAVE did not
+// answer "started" (already running, scheduled behind an AOF rewrite, refused); exit 11: INFO
+// failed; exit 12: out of polls.
 export const SAVE_SCRIPT = `max=$1; shift
 nl='
 '
@@ -261,7 +263,9 @@ n=0
 while :; do
   ino; [ -n "$i" ] && [ "$i" != "$was" ] && { echo svc-renamed; exit 0; }
   s=$("$@" INFO persistence 2>&1) || { printf '%s\\n' "$s"; exit 11; }
-  case $s in *rdb_bgsave_in_progress:0*) printf '%s\\n' "$s"; exit 0;; esac
+  case $s in *rdb_bgsave_in_progress:0*)
+    ino; [ -n "$i" ] && [ "$i" != "$was" ] && { echo svc-renamed; exit 0; }
+    printf '%s\\n' "$s"; exit 0;; esac
   n=$((n+1)); [ "$n" -ge "$max" ] && exit 12
   sleep 0.01 2>/dev/null || sleep 1
 done`;
