@@ -110,10 +110,10 @@ export interface Child {
   stop(): Promise<void>;
 }
 
-/** Starts `script` (relative to the repository) with Node, output to `log`, with an IPC channel. */
 /**
- * Starts `node script args` with its output in `log` and an IPC channel. `cpus` (a taskset list
- * such as `0` or `1-3`) confines the child to those CPUs; taskset execs node, so the pid is node's.
+ * Starts `script` (relative to the repository) with Node, its output in `log`, with an IPC
+ * channel. `cpus` (a taskset list such as `0` or `1-3`) confines the child to those CPUs;
+ * taskset execs node, so the pid is node's.
  */
 export function startChild(
   script: string,
