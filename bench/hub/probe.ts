@@ -1,6 +1,7 @@
-// Preloaded into the control plane by the hub benchmark (NODE_OPTIONS=--import), so the
-// unmodified program can say where its latency tail comes from: event-loop stalls and garbage
-// collection pauses over a window the benchmark opens and closes over the IPC channel.
+// Preloaded into the control plane and the simulated sidecars by the hub benchmark
+// (NODE_OPTIONS=--import), and used in-process by the load generator, so each process can say how
+// much of the latency tail is its own: event-loop stalls and garbage collection pauses over a
+// window the benchmark opens and closes (over the IPC channel for a child).
 // The benchmark's own harness (hub-server.ts) also times the hub's heartbeat flushes.
 import { monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
 
@@ -52,29 +53,41 @@ function memoryMiB(): Probe['memory'] {
   };
 }
 
+/** Opens a window: stalls, GC pauses and flushes are counted from now. */
+export function startProbe(): void {
+  loop = monitorEventLoopDelay({ resolution: RESOLUTION_MS });
+  loop.enable();
+  gc = { count: 0, ms: 0, maxMs: 0, major: 0 };
+  observer.observe({ entryTypes: ['gc'] });
+  Object.assign(flushTimes, { count: 0, maxMs: 0, totalMs: 0, on: true });
+}
+
+/** Closes the window opened by startProbe and returns what it saw; null if none is open. */
+export function stopProbe(): Probe | null {
+  if (!loop) return null;
+  loop.disable();
+  observer.disconnect();
+  flushTimes.on = false;
+  const probe: Probe = {
+    op: 'probe',
+    loopP99: stall(loop.percentile(99)),
+    loopMax: stall(loop.max),
+    gcCount: gc.count,
+    gcMs: gc.ms,
+    gcMaxMs: gc.maxMs,
+    majorGcs: gc.major,
+    memory: memoryMiB(),
+    ...(flushTimes.count ? { flushes: { ...flushTimes } } : {}),
+  };
+  loop = null;
+  return probe;
+}
+
+// Preloaded into a child (--import), the benchmark opens and closes the window over IPC.
 process.on('message', (m: ToProbe) => {
-  if (m?.op === 'probe-start') {
-    loop = monitorEventLoopDelay({ resolution: RESOLUTION_MS });
-    loop.enable();
-    gc = { count: 0, ms: 0, maxMs: 0, major: 0 };
-    observer.observe({ entryTypes: ['gc'] });
-    Object.assign(flushTimes, { count: 0, maxMs: 0, totalMs: 0, on: true });
-  } else if (m?.op === 'probe-stop' && loop) {
-    loop.disable();
-    observer.disconnect();
-    flushTimes.on = false;
-    const probe: Probe = {
-      op: 'probe',
-      loopP99: stall(loop.percentile(99)),
-      loopMax: stall(loop.max),
-      gcCount: gc.count,
-      gcMs: gc.ms,
-      gcMaxMs: gc.maxMs,
-      majorGcs: gc.major,
-      memory: memoryMiB(),
-      ...(flushTimes.count ? { flushes: { ...flushTimes } } : {}),
-    };
-    process.send?.(probe);
-    loop = null;
+  if (m?.op === 'probe-start') startProbe();
+  else if (m?.op === 'probe-stop') {
+    const probe = stopProbe();
+    if (probe) process.send?.(probe);
   }
 });

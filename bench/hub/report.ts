@@ -7,6 +7,10 @@ export interface LoadResult {
   figures: LoadFigures;
   /** Event-loop stalls and GC pauses of the control plane over the window. */
   probe: Probe;
+  /** The same of the simulated sidecars' process: a stall there delays every answer in it. */
+  sidecarsProbe: Probe;
+  /** The same of the load generator, when it is not the control plane. */
+  generatorProbe: Probe | null;
   /** The control plane process. */
   server: Usage;
   sidecarsCpuPct: number;
@@ -108,6 +112,9 @@ export function formatRun(r: RunResult): string {
     ['hub dispatch', r.hub],
   ] as const) {
     lines.push(`${name}: ${stalls(l.probe)}`);
+    const others = [`sidecars ${brief(l.sidecarsProbe)}`];
+    if (l.generatorProbe) others.push(`load generator ${brief(l.generatorProbe)}`);
+    lines.push(`${name}, the other processes: ${others.join('; ')}`);
     if (l.figures.errors) lines.push(`${name} errors: ${JSON.stringify(l.figures.errorKinds)}`);
   }
   return lines.join('\n');
@@ -122,6 +129,11 @@ function stalls(p: Probe): string {
     `GC ${p.gcCount} pauses, ${f0(p.gcMs)} ms in all, longest ${f1(p.gcMaxMs)} ms, ${p.majorGcs} full${flush}; ` +
     `memory: JS heap ${p.memory.heapUsed} of ${p.memory.heapTotal} MiB, external ${p.memory.external} MiB`
   );
+}
+
+/** Stalls and pauses of a process that is not the control plane: what its share of the tail can be. */
+function brief(p: Probe): string {
+  return `event-loop stall p99 ${f1(p.loopP99)} ms, max ${f0(p.loopMax)} ms, GC longest ${f1(p.gcMaxMs)} ms (${p.majorGcs} full)`;
 }
 
 function errs(e: Record<string, number>): string {

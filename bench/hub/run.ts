@@ -30,7 +30,7 @@ import { parseArgs } from 'node:util';
 import { createDatabase, startCluster } from '../../test/support/postgres.ts';
 import type { FromHubServer, HubLoad } from './hub-server.ts';
 import { type LoadFigures, openLoop, processTree, rssMiB, type Usage, watch } from './measure.ts';
-import type { Probe, ToProbe } from './probe.ts';
+import { type Probe, startProbe, stopProbe, type ToProbe } from './probe.ts';
 import {
   type Child,
   cleanupAll,
@@ -142,24 +142,35 @@ interface Window {
   sc: Usage;
   pg: Usage | null;
   probe: Probe;
+  scProbe: Probe;
 }
 
-/** CPU and RSS of the control plane, sidecars and database, and the control plane's stalls, over one window. */
-function watchAll(server: Child, sc: Child, db: Db): () => Promise<Window> {
-  server.proc.send({ op: 'probe-start' } satisfies ToProbe);
-  const w = { server: watch(server.pid), sc: watch(sc.pid), pg: db.pids ? watch(db.pids) : null };
-  return async () => {
-    const usage = { server: w.server.stop(), sc: w.sc.stop(), pg: w.pg?.stop() ?? null };
-    const probe = nextMessage<Probe>(server, (m) => m?.op === 'probe', 30_000);
-    server.proc.send({ op: 'probe-stop' } satisfies ToProbe);
-    return { ...usage, probe: await probe };
+/** A child's stalls over the window: it was started with the probe preloaded. */
+function childProbe(child: Child): () => Promise<Probe> {
+  child.proc.send({ op: 'probe-start' } satisfies ToProbe);
+  return () => {
+    const probe = nextMessage<Probe>(child, (m) => m?.op === 'probe', 30_000);
+    child.proc.send({ op: 'probe-stop' } satisfies ToProbe);
+    return probe;
   };
 }
 
-function loadResult(figures: LoadFigures, u: Window, gen: Usage | null): LoadResult {
+/** CPU and RSS of the control plane, sidecars and database, and their stalls, over one window. */
+function watchAll(server: Child, sc: Child, db: Db): () => Promise<Window> {
+  const probes = { server: childProbe(server), sc: childProbe(sc) };
+  const w = { server: watch(server.pid), sc: watch(sc.pid), pg: db.pids ? watch(db.pids) : null };
+  return async () => {
+    const usage = { server: w.server.stop(), sc: w.sc.stop(), pg: w.pg?.stop() ?? null };
+    return { ...usage, probe: await probes.server(), scProbe: await probes.sc() };
+  };
+}
+
+function loadResult(figures: LoadFigures, u: Window, gen: Usage | null, genProbe: Probe | null): LoadResult {
   return {
     figures,
     probe: u.probe,
+    sidecarsProbe: u.scProbe,
+    generatorProbe: genProbe,
     server: u.server,
     sidecarsCpuPct: u.sc.cpuPct,
     pgCpuPct: u.pg?.cpuPct ?? null,
@@ -206,7 +217,13 @@ async function runOne(dbKind: string, hosts: number, run: number): Promise<RunRe
   const mintMs = performance.now() - t0;
   log(`minted ${hosts} tokens in ${(mintMs / 1000).toFixed(1)} s; starting the sidecars`);
 
-  const sc = startChild('bench/hub/sidecars.ts', [], {}, join(dir, 'sidecars.log'), PIN?.rest);
+  const sc = startChild(
+    'bench/hub/sidecars.ts',
+    [],
+    { NODE_OPTIONS: `--import=${PROBE}` },
+    join(dir, 'sidecars.log'),
+    PIN?.rest,
+  );
   await nextMessage(sc, (m) => m?.op === 'ready', 30_000);
   const hostIds = nextMessage<{ ids: string[] }>(sc, (m) => m?.op === 'hosts', SETUP_TIMEOUT_MS);
   const joined = await askSidecars<ConnectReport>(
@@ -231,9 +248,11 @@ async function runOne(dbKind: string, hosts: number, run: number): Promise<RunRe
   if (WARMUP_SECONDS > 0) await openLoop(RATE, WARMUP_SECONDS, http.fire);
   stopWatch = watchAll(cp.child, sc, db);
   const gen = watch(process.pid);
+  startProbe();
   const httpFigures = await openLoop(RATE, SECONDS, http.fire);
+  const genProbe = stopProbe();
   const genUsage = gen.stop();
-  const httpResult = loadResult(httpFigures, await stopWatch(), genUsage);
+  const httpResult = loadResult(httpFigures, await stopWatch(), genUsage, genProbe);
   http.close();
   log(`HTTP exec: p99 ${httpFigures.p99.toFixed(1)} ms; restarting as the dispatcher harness`);
 
@@ -262,7 +281,7 @@ async function runOne(dbKind: string, hosts: number, run: number): Promise<RunRe
   await measuring;
   stopWatch = watchAll(hs.child, sc, db);
   const hubFigures = (await loaded).figures;
-  const hubResult = loadResult(hubFigures, await stopWatch(), null);
+  const hubResult = loadResult(hubFigures, await stopWatch(), null, null);
   const st = await askSidecars<SidecarStats>(sc, { op: 'stats' }, 'stats');
 
   await hs.child.stop();
