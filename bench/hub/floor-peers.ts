@@ -17,7 +17,8 @@ export type FromWsFloor = { op: 'ready' } | { op: 'measuring' } | { op: 'loaded'
 
 const [mode, where, count] = process.argv.slice(2);
 const send = (m: FromWsFloor) => process.send?.(m);
-const RESULT = (n: number) => JSON.stringify({ exit_code: 0, stdout: '', stderr: '', duration_ms: n });
+const result = (n: number) => ({ exit_code: 0, stdout: '', stderr: '', duration_ms: n });
+const RESULT = (n: number) => JSON.stringify(result(n));
 
 function rawHttp(port: number): void {
   const srv = createServer((req, res) => {
@@ -40,9 +41,7 @@ function rawHttp(port: number): void {
 
 async function bareFastify(port: number): Promise<void> {
   const app = Fastify({ logger: false });
-  app.post('/v1/envs/:id/exec', async (req) =>
-    JSON.parse(RESULT((req.body as { cmd: string[] }).cmd.length)),
-  );
+  app.post('/v1/envs/:id/exec', async (req) => result((req.body as { cmd: string[] }).cmd.length));
   await app.listen({ port, host: '127.0.0.1' });
   send({ op: 'ready' });
 }
