@@ -10,6 +10,7 @@
 import { createServer } from 'node:http';
 import Fastify from 'fastify';
 import { WebSocket, WebSocketServer } from 'ws';
+import { frame } from '../../protocol/frames.ts';
 import { type LoadFigures, openLoop } from './measure.ts';
 
 export type WsLoad = { op: 'load'; rate: number; seconds: number; warmupSeconds: number };
@@ -65,16 +66,15 @@ function wsServer(port: number): void {
     new Promise<void>((resolve) => {
       const id = `cmd_${(n++).toString(36).padStart(20, '0')}`;
       waiting.set(id, resolve);
-      const frame = {
-        type: 'command',
+      // The frame the dispatcher sends, built the same way (protocol/frames.ts).
+      const f = frame('command', {
         host_id: 'host_floor',
         command_id: id,
         kind: 'env.exec',
         env_id: 'env_floor',
         payload: { service: 'main', cmd: ['true'], timeout_sec: 20 },
-        sent_at: new Date().toISOString(),
-      };
-      socks[i % socks.length].send(JSON.stringify(frame));
+      });
+      socks[i % socks.length].send(JSON.stringify(f));
     });
   process.on('message', async (m: WsLoad) => {
     if (m?.op !== 'load') return;

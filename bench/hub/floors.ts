@@ -21,6 +21,7 @@ import {
   freePort,
   installExitHandlers,
   nextMessage,
+  nonNegative,
   onCleanup,
   pinning,
   startChild,
@@ -36,13 +37,10 @@ const { values } = parseArgs({
     pin: { type: 'boolean', default: false },
   },
 });
-const RATE = Number(values.rate);
-const SECONDS = Number(values.seconds);
-const WARMUP = Number(values.warmup);
-const REPEAT = Number(values.repeat);
-for (const [name, v] of Object.entries({ RATE, SECONDS, WARMUP, REPEAT })) {
-  if (!Number.isFinite(v) || v < 0) throw new Error(`--${name.toLowerCase()}: not a number`);
-}
+const RATE = nonNegative('rate', values.rate);
+const SECONDS = nonNegative('seconds', values.seconds);
+const WARMUP = nonNegative('warmup', values.warmup);
+const REPEAT = nonNegative('repeat', values.repeat);
 const PIN = values.pin ? pinning(availableParallelism()) : null;
 const PEERS = 'bench/hub/floor-peers.ts';
 const CLIENTS = 200;

@@ -11,6 +11,13 @@ const STOP_WAIT_MS = 15_000;
 
 const cleanups: (() => void | Promise<void>)[] = [];
 
+/** A flag's value as a number ≥ 0, or an error that names the flag. */
+export function nonNegative(flag: string, text: string): number {
+  const v = Number(text);
+  if (!Number.isFinite(v) || v < 0) throw new Error(`--${flag}: not a number`);
+  return v;
+}
+
 /** Registers a clean-up step; the latest registered runs first. Returns a function that runs it now. */
 export function onCleanup(fn: () => void | Promise<void>): () => Promise<void> {
   let done = false;

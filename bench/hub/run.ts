@@ -37,6 +37,7 @@ import {
   freePort,
   installExitHandlers,
   nextMessage,
+  nonNegative,
   onCleanup,
   pinning,
   postmasterPid,
@@ -73,18 +74,15 @@ const { values } = parseArgs({
   },
 });
 const HOSTS = values.hosts.split(',').map(Number);
-const RATE = Number(values.rate);
-const SECONDS = Number(values.seconds);
+const RATE = nonNegative('rate', values.rate);
+const SECONDS = nonNegative('seconds', values.seconds);
 const DBS = values.db.split(',');
-const ENVS = Number(values.envs);
-const IDLE_SECONDS = Number(values.idle);
-const WARMUP_SECONDS = Number(values.warmup);
-const REPEAT = Number(values.repeat);
+const ENVS = nonNegative('envs', values.envs);
+const IDLE_SECONDS = nonNegative('idle', values.idle);
+const WARMUP_SECONDS = nonNegative('warmup', values.warmup);
+const REPEAT = nonNegative('repeat', values.repeat);
 /** A directory for V8 CPU profiles of the control plane (one per server start), when given. */
 const PROFILE_DIR = values.profile ? resolve(values.profile) : null;
-for (const [name, v] of Object.entries({ RATE, SECONDS, ENVS, IDLE_SECONDS, WARMUP_SECONDS, REPEAT })) {
-  if (!Number.isFinite(v) || v < 0) throw new Error(`--${name.toLowerCase()}: not a number`);
-}
 if (HOSTS.some((n) => !Number.isInteger(n) || n < 1)) throw new Error('--hosts: a comma list of counts');
 if (DBS.some((d) => d !== 'sqlite' && d !== 'postgres')) throw new Error('--db: sqlite, postgres or both');
 
