@@ -326,7 +326,7 @@ export class Hub extends Emitter<HubEvents> implements HostConnectivity {
     await this.flush();
   }
 
-  /** Writes the heartbeat times seen since the last flush, in one transaction. */
+  /** Writes the heartbeat times seen since the last flush (one per host), a chunk per statement. */
   async flush(): Promise<void> {
     if (this.#seen.size === 0) return;
     const batch = [...this.#seen];
