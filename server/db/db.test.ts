@@ -5,10 +5,27 @@ import { migrate } from './migrate.ts';
 import { openDb } from './open.ts';
 import { toPgPlaceholders } from './postgres.ts';
 import { MIGRATIONS } from './schema.ts';
+import { SqliteDb, STATEMENT_CACHE } from './sqlite.ts';
 import { type Db, isUniqueViolation } from './types.ts';
 
 test('placeholders are rewritten outside quotes only', () => {
   assert.equal(toPgPlaceholders('SELECT ? , \'?\' , "a?" , ?'), 'SELECT $1 , \'?\' , "a?" , $2');
+});
+
+test('SQLite keeps at most STATEMENT_CACHE prepared statements; a dropped one is prepared again', async () => {
+  const { target, cleanup } = await dbTarget('sqlite');
+  const { db } = await openDb(target);
+  try {
+    assert.ok(db instanceof SqliteDb);
+    assert.equal((await db.get<{ n: number }>('SELECT 0 AS n'))?.n, 0);
+    for (let i = 1; i <= STATEMENT_CACHE + 50; i++) await db.get(`SELECT ${i} AS n`);
+    assert.equal(db.cachedStatements, STATEMENT_CACHE);
+    assert.equal((await db.get<{ n: number }>('SELECT 0 AS n'))?.n, 0);
+    assert.equal(db.cachedStatements, STATEMENT_CACHE);
+  } finally {
+    await db.close();
+    cleanup();
+  }
 });
 
 forEachDialect('query layer', (dialect) => {

@@ -6,6 +6,13 @@ import type { Db, Dialect, Param, Queryable } from './types.ts';
 
 const DIALECT: Dialect = { name: 'sqlite' };
 
+/**
+ * Prepared statements kept by their text. SQL built with a varying number of placeholders (batch
+ * updates, IN lists) has a text per length, so past this many the oldest kept is dropped and
+ * prepared again when next used.
+ */
+export const STATEMENT_CACHE = 512;
+
 export class SqliteDb implements Db {
   readonly dialect = DIALECT;
   #db: DatabaseSync;
@@ -23,9 +30,15 @@ export class SqliteDb implements Db {
     let s = this.#stmts.get(sql);
     if (!s) {
       s = this.#db.prepare(sql);
+      if (this.#stmts.size >= STATEMENT_CACHE) this.#stmts.delete(this.#stmts.keys().next().value as string);
       this.#stmts.set(sql, s);
     }
     return s;
+  }
+
+  /** How many prepared statements are kept (tests). */
+  get cachedStatements(): number {
+    return this.#stmts.size;
   }
 
   #direct: Queryable = {

@@ -157,22 +157,8 @@ const FLUSH_CHUNK = 1000;
 const SQLITE_FLUSH_CHUNK = 250;
 
 /**
- * A short chunk repeats its last pair up to a power of two (or `max`), so the flush has a handful
- * of statement texts for the SQLite statement cache, not one per length. A host listed twice with
- * the same time is updated once either way.
- */
-function padded(chunk: [string, string][], max: number): [string, string][] {
-  let n = 1;
-  while (n < chunk.length) n *= 2;
-  const want = Math.min(n, max);
-  const out = chunk.slice();
-  while (out.length < want) out.push(chunk[chunk.length - 1]);
-  return out;
-}
-
-/**
  * Heartbeat times of many hosts at once: one UPDATE … FROM (VALUES …) per chunk, each host keeping
- * its own time (a statement per host cost seconds at 10,000 hosts on Postgres, and on SQLite ~4x
+ * its own time (a statement per host cost seconds at 10,000 hosts on Postgres, and on SQLite twice
  * the CPU of this: bench/hub/db-writes.ts). SQLite is synchronous, so it yields to I/O between
  * its smaller chunks. Both dialects name a VALUES list's columns column1, column2. Each host is
  * listed once (the hub's map of heartbeats seen).
@@ -181,7 +167,7 @@ export async function setLastSeen(db: Db, seen: [id: string, at: string][]): Pro
   const sqlite = db.dialect.name !== 'postgres';
   const size = sqlite ? SQLITE_FLUSH_CHUNK : FLUSH_CHUNK;
   for (let i = 0; i < seen.length; i += size) {
-    const chunk = padded(seen.slice(i, i + size), size);
+    const chunk = seen.slice(i, i + size);
     if (sqlite && i > 0) await new Promise((r) => setImmediate(r));
     await db.run(
       `UPDATE hosts SET last_seen_at = v.column2 FROM (VALUES ${chunk.map(() => '(?, ?)').join(', ')}) AS v
