@@ -5,12 +5,13 @@
 //                                 op to its clients at a rate (bench/hub/measure.ts openLoop, in
 //                                 this process, as hub-server.ts does) and waits for the result
 //   floor-peers.ts ws-client URL N   N ws clients answering each command with an ack and a result,
-//                                 the frames of bench/hub/sidecars.ts
+//                                 as bench/hub/sidecars.ts does (answer.ts)
 // Each says { op: 'ready' } over IPC once it listens or is connected.
 import { createServer } from 'node:http';
 import Fastify from 'fastify';
 import { WebSocket, WebSocketServer } from 'ws';
 import { frame } from '../../protocol/frames.ts';
+import { answerCommand } from './answer.ts';
 import { type LoadFigures, openLoop } from './measure.ts';
 
 export type WsLoad = { op: 'load'; rate: number; seconds: number; warmupSeconds: number };
@@ -93,12 +94,7 @@ function wsClients(url: string, n: number): void {
     });
     ws.on('message', (data: Buffer) => {
       const f = JSON.parse(data.toString()) as { command_id: string };
-      const at = new Date().toISOString();
-      const id = JSON.stringify(f.command_id);
-      ws.send(`{"type":"ack","host_id":"host_floor","command_id":${id},"sent_at":"${at}"}`);
-      ws.send(
-        `{"type":"result","host_id":"host_floor","command_id":${id},"ok":true,"payload":${RESULT(0)},"sent_at":"${at}"}`,
-      );
+      answerCommand(ws, 'host_floor', f.command_id, `"ok":true,"payload":${RESULT(0)}`);
     });
   }
 }

@@ -14,7 +14,7 @@ const cleanups: (() => void | Promise<void>)[] = [];
 /** A flag's value as a number ≥ 0, or an error that names the flag. */
 export function nonNegative(flag: string, text: string): number {
   const v = Number(text);
-  if (!Number.isFinite(v) || v < 0) throw new Error(`--${flag}: not a number`);
+  if (!Number.isFinite(v) || v < 0) throw new Error(`--${flag}: a number ≥ 0, got '${text}'`);
   return v;
 }
 

@@ -7,6 +7,7 @@ import { WebSocket } from 'ws';
 import type { CommandKind } from '../../protocol/commands.ts';
 import { type Frame, HEARTBEAT_INTERVAL_MS, STREAM_PATH } from '../../protocol/frames.ts';
 import { DEFAULT_CAPS, defaultHandlers } from '../../test/support/fake-sidecar.ts';
+import { answerCommand } from './answer.ts';
 import { pct, pool } from './measure.ts';
 
 export type ToSidecars =
@@ -91,14 +92,11 @@ function connect(sim: Sim, url: string, token: string): Promise<void> {
 function answer(ws: WebSocket, sim: Sim, f: Frame): void {
   if (f.type !== 'command') return;
   stats.commands++;
-  const at = new Date().toISOString();
-  const id = JSON.stringify(f.command_id);
-  ws.send(`{"type":"ack","host_id":"${sim.id}","command_id":${id},"sent_at":"${at}"}`);
   const handler = defaultHandlers[f.kind as CommandKind];
-  const result = handler
+  const outcome = handler
     ? `"ok":true,"payload":${JSON.stringify(handler(f, null as never) ?? {})}`
     : `"ok":false,"error":"unknown command kind"`;
-  ws.send(`{"type":"result","host_id":"${sim.id}","command_id":${id},${result},"sent_at":"${at}"}`);
+  answerCommand(ws, sim.id, f.command_id, outcome);
 }
 
 async function connectAll(
