@@ -1,30 +1,78 @@
-// Host firewall rules for deny stacks. Docker's `internal: true` drops forwarded traffic (no route
-// to the internet or to other bridges), but packets addressed to the host itself (the bridge
-// gateway, the host's primary IP, any host listener) go through INPUT, which Docker leaves open.
-// Each deny stack gets two rules in our chain, matched on its bridge name: replies to connections
-// the host opened are let through, everything else the stack sends to the host is dropped.
+// Host firewall rules for deny stacks, in a chain of ours in two tables, each entered only for
+// packets from our bridges (`-i svc+`, every stack's bridge is `svc` + 12 hex), so the host's
+// other traffic walks none of them (issue 15: 346 leftover rules cost a control plane on the same
+// machine ~30 µs per exec, ~13%, and more than half of its idle CPU), and, where the kernel has
+// the physdev match, not traffic between a stack's own services either.
+// - filter INPUT: Docker's `internal: true` leaves packets addressed to the host itself (the
+//   bridge gateway, the host's primary IP, any host listener) open. Replies to connections the
+//   host opened are let through; everything else the stack sends to the host is refused.
+// - mangle FORWARD: Docker's own drop of an internal network's forwarded traffic hangs on its
+//   FORWARD jump to DOCKER-ISOLATION-STAGE-1, which Docker 20.10 deletes and inserts again on
+//   every network create (two ruleset updates). In between, a deny stack reached another stack's
+//   published port (CI, 2026-11-27). Nothing of Docker's touches mangle FORWARD, which runs
+//   before filter: there the stack's packets to and from any other interface are dropped.
 // Rules are added before the stack starts (iptables accepts names of interfaces that do not
-// exist yet), so there is no moment in which a container could reach the host.
-// INPUT jumps to the chain only for packets from our bridges (`-i svc+`): the host's other
-// traffic (its own loopback, the sidecar's stream) does not walk three rules per deny stack
-// (issue 15: 346 leftover rules cost a control plane on the same machine ~30 µs per exec, ~13%,
-// and more than half of its idle CPU).
+// exist yet), so there is no moment in which a container could reach the host or another stack.
 import { execFile } from 'node:child_process';
 import { AGAIN, retry } from '../../shared/concurrency.ts';
 import { FirewallError } from './errors.ts';
 
 export const ISOLATION_CHAIN = 'SVC-ISOLATION';
-/** Every stack's bridge name starts with this (render.ts `bridgeName`); the INPUT jump matches it. */
+/** Every stack's bridge name starts with this (render.ts `bridgeName`); the jumps match it. */
 export const BRIDGE_PREFIX = 'svc';
 
-/** The INPUT jump's match and target, in the order `iptables -S` prints them. */
-function jumpSpec(chain: string): string[] {
-  return ['-i', `${BRIDGE_PREFIX}+`, '-j', chain];
+/** Where a deny stack's rules live: our chain in `table`, jumped to from the built-in chain `from`. */
+interface Hook {
+  table: 'filter' | 'mangle';
+  from: 'INPUT' | 'FORWARD';
+  /**
+   * The jump's match and target, in the order `iptables -S` prints them: the first is installed,
+   * the others (earlier or fallback forms) are replaced where found. `physdev`: whether the
+   * kernel has the physdev match (see hasPhysdev).
+   */
+  jumps: (chain: string, physdev: boolean) => string[][];
+  rules: (bridge: string, tag: string[]) => string[][];
 }
-/** The jump of earlier versions, for every packet; replaced where found. */
-function oldJumpSpec(chain: string): string[] {
-  return ['-j', chain];
-}
+
+const FROM_OURS = ['-i', `${BRIDGE_PREFIX}+`];
+/** Packets routed out of our bridges, not those bridged between a stack's own services. */
+const ROUTED = ['-m', 'physdev', '!', '--physdev-is-bridged'];
+
+const HOOKS: readonly Hook[] = [
+  {
+    table: 'filter',
+    from: 'INPUT',
+    // The second form is the jump of earlier versions, for every packet.
+    jumps: (chain) => [
+      [...FROM_OURS, '-j', chain],
+      ['-j', chain],
+    ],
+    rules: (bridge, tag) => [
+      ['-i', bridge, '-m', 'conntrack', '--ctstate', 'RELATED,ESTABLISHED', ...tag, '-j', 'RETURN'],
+      // TCP is refused rather than dropped, so a probe (and a user's client) learns at once instead
+      // of after a connect timeout (issue 15: the egress probe waited 4 s on every deny start).
+      ['-i', bridge, '-p', 'tcp', ...tag, '-j', 'REJECT', '--reject-with', 'tcp-reset'],
+      ['-i', bridge, ...tag, '-j', 'DROP'],
+    ],
+  },
+  {
+    table: 'mangle',
+    from: 'FORWARD',
+    // With Docker's br_netfilter, traffic between a stack's own services passes FORWARD too; the
+    // physdev match keeps it out of the chain (else every such packet walks two rules per deny
+    // stack), where the kernel has it.
+    jumps: (chain, physdev) => {
+      const routed = [...FROM_OURS, ...ROUTED, '-j', chain];
+      const all = [...FROM_OURS, '-j', chain];
+      return physdev ? [routed, all] : [all, routed];
+    },
+    // Within the bridge (the stack's own services) stays open; mangle cannot REJECT.
+    rules: (bridge, tag) => [
+      ['-i', bridge, '!', '-o', bridge, ...tag, '-j', 'DROP'],
+      ['!', '-i', bridge, '-o', bridge, ...tag, '-j', 'DROP'],
+    ],
+  },
+];
 
 export interface FirewallOptions {
   chain?: string;
@@ -69,20 +117,43 @@ function programs(opts: FirewallOptions): Promise<string[]> {
   return detected;
 }
 
-/** The rule specs (without -A/-D) isolating one env's bridge. */
-export function isolationRules(bridge: string, envId: string): string[][] {
-  const tag = ['-m', 'comment', '--comment', `svc:${envId}`];
-  return [
-    ['-i', bridge, '-m', 'conntrack', '--ctstate', 'RELATED,ESTABLISHED', ...tag, '-j', 'RETURN'],
-    // TCP is refused rather than dropped, so a probe (and a user's client) learns at once instead
-    // of after a connect timeout (issue 15: the egress probe waited 4 s on every deny start).
-    ['-i', bridge, '-p', 'tcp', ...tag, '-j', 'REJECT', '--reject-with', 'tcp-reset'],
-    ['-i', bridge, ...tag, '-j', 'DROP'],
-  ];
+const physdevOf = new Map<string, Promise<boolean>>();
+/** Whether the kernel takes the physdev match: a rule using it in a throwaway chain, once per program. */
+export function hasPhysdev(program: string): Promise<boolean> {
+  let known = physdevOf.get(program);
+  if (!known) {
+    known = (async () => {
+      const t = ['-t', 'mangle'];
+      const probe = `SVC-PHYSDEV-${process.pid}`;
+      if (!(await succeeds(program, [...t, '-N', probe]))) return false;
+      try {
+        return await succeeds(program, [...t, '-A', probe, ...ROUTED, '-j', 'RETURN']);
+      } finally {
+        await succeeds(program, [...t, '-F', probe]);
+        await succeeds(program, [...t, '-X', probe]);
+      }
+    })();
+    physdevOf.set(program, known);
+  }
+  return known;
 }
 
-/** Runs `<program>-restore --noflush` with `lines` (`-A`/`-D`/`-I` commands) as one atomic batch. */
-function restore(program: string, lines: string[]): Promise<void> {
+/** The rule specs (without -A/-D) isolating one env's bridge, per table. */
+export function isolationRules(bridge: string, envId: string): Record<Hook['table'], string[][]> {
+  const tag = ['-m', 'comment', '--comment', `svc:${envId}`];
+  return Object.fromEntries(HOOKS.map((h) => [h.table, h.rules(bridge, tag)])) as Record<
+    Hook['table'],
+    string[][]
+  >;
+}
+
+/** Runs `<program>-restore --noflush` with each table's `-A`/`-D`/`-I` commands as one batch. */
+function restore(program: string, batches: Map<string, string[]>): Promise<void> {
+  const text = [...batches]
+    .filter(([, lines]) => lines.length)
+    .map(([table, lines]) => `*${table}\n${lines.join('\n')}\nCOMMIT\n`)
+    .join('');
+  if (!text) return Promise.resolve();
   return new Promise((resolve, reject) => {
     const child = execFile(
       `${program}-restore`,
@@ -94,7 +165,7 @@ function restore(program: string, lines: string[]): Promise<void> {
       },
     );
     child.stdin?.on('error', () => {}); // a restore that dies early reports through its exit
-    child.stdin?.end(`*filter\n${lines.join('\n')}\nCOMMIT\n`);
+    child.stdin?.end(text);
   });
 }
 
@@ -110,11 +181,11 @@ export function ownsRule(line: string, bridge: string, envId: string): boolean {
   return flagValue(line, '-i') === bridge && flagValue(line, '--comment') === `svc:${envId}`;
 }
 
-/** The chain's `-A` lines, or null when it does not exist. */
-async function chainRules(program: string, chain: string): Promise<string[] | null> {
+/** The chain's `-A` lines in `table`, or null when it does not exist. */
+async function chainRules(program: string, table: string, chain: string): Promise<string[] | null> {
   let out: string;
   try {
-    out = await ipt(program, ['-S', chain]);
+    out = await ipt(program, ['-t', table, '-S', chain]);
   } catch {
     return null;
   }
@@ -122,38 +193,45 @@ async function chainRules(program: string, chain: string): Promise<string[] | nu
 }
 
 /**
- * One family: what is missing of the env's rules (and of the INPUT jump) is added in one
- * `-restore` batch after one `-S` of the filter table (issue 15: one check-then-append process per
- * rule made 16 iptables processes per deny start, each loading the whole ruleset).
+ * One family: one `-S` per table, then what is missing of the env's rules and of the jumps in one
+ * `-restore` batch (issue 15: one check-then-append process per rule made 16 iptables processes per
+ * deny start, each loading the whole ruleset). An incomplete set is replaced whole in that batch,
+ * so its rules keep their order.
  */
 async function isolateIn(program: string, chain: string, bridge: string, envId: string): Promise<void> {
-  const table = (await ipt(program, ['-S'])).split('\n');
-  if (!table.includes(`-N ${chain}`)) {
-    try {
-      await ipt(program, ['-N', chain]);
-    } catch (err) {
-      if (!/exists/i.test((err as Error).message)) throw err;
+  const wanted = isolationRules(bridge, envId);
+  const batches = new Map<string, string[]>();
+  for (const hook of HOOKS) {
+    const table = (await ipt(program, ['-t', hook.table, '-S'])).split('\n');
+    if (!table.includes(`-N ${chain}`)) {
+      try {
+        await ipt(program, ['-t', hook.table, '-N', chain]);
+      } catch (err) {
+        if (!/exists/i.test((err as Error).message)) throw err;
+      }
     }
+    const want = wanted[hook.table];
+    const have = table.filter((l) => l.startsWith(`-A ${chain} `) && ownsRule(l, bridge, envId));
+    const targets = (rules: string[][]) => rules.map((r) => r[r.indexOf('-j') + 1]).join(' ');
+    const complete = have.length === want.length && targets(have.map((l) => l.split(' '))) === targets(want);
+    const lines = complete
+      ? []
+      : [...have.map((l) => `-D${l.slice(2)}`), ...want.map((rule) => `-A ${chain} ${rule.join(' ')}`)];
+    const [jump, ...others] = hook.jumps(chain, await hasPhysdev(program)).map((j) => j.join(' '));
+    if (!table.includes(`-A ${hook.from} ${jump}`)) lines.push(`-I ${hook.from} 1 ${jump}`);
+    // In the same batch, so there is no moment without a jump.
+    for (const other of others)
+      if (table.includes(`-A ${hook.from} ${other}`)) lines.push(`-D ${hook.from} ${other}`);
+    batches.set(hook.table, lines);
   }
-  const have = new Set(
-    table
-      .filter((l) => l.startsWith(`-A ${chain} `) && ownsRule(l, bridge, envId))
-      .map((l) => flagValue(l, '-j')),
-  );
-  const lines = isolationRules(bridge, envId)
-    .filter((rule) => !have.has(rule[rule.indexOf('-j') + 1]))
-    .map((rule) => `-A ${chain} ${rule.join(' ')}`);
-  if (!table.includes(`-A INPUT ${jumpSpec(chain).join(' ')}`))
-    lines.push(`-I INPUT 1 ${jumpSpec(chain).join(' ')}`);
-  // In the same batch, so there is no moment without a jump.
-  if (table.includes(`-A INPUT ${oldJumpSpec(chain).join(' ')}`))
-    lines.push(`-D INPUT ${oldJumpSpec(chain).join(' ')}`);
-  if (lines.length) await restore(program, lines);
+  await restore(program, batches);
 }
 
-async function ensureJump(program: string, chain: string): Promise<void> {
-  if (!(await succeeds(program, ['-C', 'INPUT', ...jumpSpec(chain)])))
-    await ipt(program, ['-I', 'INPUT', '1', ...jumpSpec(chain)]);
+async function ensureJump(program: string, hook: Hook, chain: string): Promise<void> {
+  const t = ['-t', hook.table];
+  const [jump] = hook.jumps(chain, await hasPhysdev(program));
+  if (!(await succeeds(program, [...t, '-C', hook.from, ...jump])))
+    await ipt(program, [...t, '-I', hook.from, '1', ...jump]);
 }
 
 /** A concurrent prune or release may change the chain between our read and our batch: read again. */
@@ -183,7 +261,7 @@ export async function isolateBridge(
   await Promise.all(families.map((program) => retried(() => isolateIn(program, chain, bridge, envId))));
 }
 
-/** Removes the bridge's rules (every copy) in one batch per family. Idempotent. */
+/** Removes the bridge's rules (every copy, both tables) in one batch per family. Idempotent. */
 export async function releaseBridge(
   bridge: string,
   envId: string,
@@ -194,48 +272,57 @@ export async function releaseBridge(
   await Promise.all(
     families.map((program) =>
       retried(async () => {
-        const ours = ((await chainRules(program, chain)) ?? []).filter((l) => ownsRule(l, bridge, envId));
-        if (ours.length)
-          await restore(
-            program,
+        const batches = new Map<string, string[]>();
+        for (const { table } of HOOKS) {
+          const ours = ((await chainRules(program, table, chain)) ?? []).filter((l) =>
+            ownsRule(l, bridge, envId),
+          );
+          batches.set(
+            table,
             ours.map((l) => `-D${l.slice(2)}`),
           );
+        }
+        await restore(program, batches);
       }),
     ),
   );
 }
 
-/** The chain's rules in `-S` form (both families), for diagnostics and tests. */
+/** The chains' rules in `-S` form (both families, both tables), for diagnostics and tests. */
 export async function listIsolationRules(opts: FirewallOptions = {}): Promise<string[]> {
   const chain = opts.chain ?? ISOLATION_CHAIN;
   const out: string[] = [];
-  for (const program of await programs(opts)) {
-    if (!(await succeeds(program, ['-S', chain]))) continue;
-    const lines = (await ipt(program, ['-S', chain])).split('\n').filter((l) => l.startsWith('-A '));
-    out.push(...lines.map((l) => `${program} ${l}`));
-  }
+  for (const program of await programs(opts))
+    for (const { table } of HOOKS)
+      out.push(
+        ...((await chainRules(program, table, chain)) ?? []).map((l) => `${program} -t ${table} ${l}`),
+      );
   return out;
 }
 
 /**
- * Removes the chain and its INPUT jump when no env uses it any more. A concurrent isolateBridge
- * either finds the chain gone and recreates it, or makes `-X` fail, after which the jump is restored.
+ * Removes the chains and their jumps when no env uses them any more. A concurrent isolateBridge
+ * either finds a chain gone and recreates it, or makes `-X` fail, after which the jump is restored.
  */
 export async function pruneIsolationChain(opts: FirewallOptions = {}): Promise<boolean> {
   const chain = opts.chain ?? ISOLATION_CHAIN;
   let pruned = true;
   for (const program of await programs(opts)) {
-    if (!(await succeeds(program, ['-S', chain]))) continue;
-    const rules = (await ipt(program, ['-S', chain])).split('\n').filter((l) => l.startsWith('-A '));
-    if (rules.length) {
-      pruned = false;
-      continue;
-    }
-    for (const spec of [jumpSpec(chain), oldJumpSpec(chain)])
-      while (await succeeds(program, ['-C', 'INPUT', ...spec])) await ipt(program, ['-D', 'INPUT', ...spec]);
-    if (!(await succeeds(program, ['-X', chain]))) {
-      await ensureJump(program, chain);
-      pruned = false;
+    for (const hook of HOOKS) {
+      const t = ['-t', hook.table];
+      const rules = await chainRules(program, hook.table, chain);
+      if (rules === null) continue;
+      if (rules.length) {
+        pruned = false;
+        continue;
+      }
+      for (const spec of hook.jumps(chain, await hasPhysdev(program)))
+        while (await succeeds(program, [...t, '-C', hook.from, ...spec]))
+          await ipt(program, [...t, '-D', hook.from, ...spec]);
+      if (!(await succeeds(program, [...t, '-X', chain]))) {
+        await ensureJump(program, hook, chain);
+        pruned = false;
+      }
     }
   }
   return pruned;
