@@ -2,7 +2,7 @@
 // stream, and shut down cleanly. The lifecycle is explicit: starting → serving → stopping → stopped.
 import type { FastifyBaseLogger } from 'fastify';
 import { SecretBox } from './clouds/secret-box.ts';
-import { type Config, ConfigError, devLoginWarning, parseConfig } from './config/config.ts';
+import { type Config, ConfigError, devLoginWarning, localUrl, parseConfig } from './config/config.ts';
 import type { AppContext } from './context.ts';
 import { openDb } from './db/open.ts';
 import { type DevSidecar, saveDevKey, startDevSidecar } from './dev.ts';
@@ -105,7 +105,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   await app.listen({ host: config.host, port: config.port });
   const addr = app.server.address();
   const port = typeof addr === 'object' && addr ? addr.port : config.port;
-  const url = `http://${config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host}:${port}`;
+  const url = localUrl(config.host, port);
   state = 'serving';
   sweeper.start(config.uploadsSweepMs);
 

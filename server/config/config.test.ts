@@ -94,6 +94,36 @@ test('every flag falls back to its SVC_* variable, and a flag beats its variable
   assert.equal(parse([], { SVC_PUBLIC_URL: 'http://pub:2' }).sidecarUrl, 'http://pub:2/svcd');
 });
 
+test('--dev listens on loopback unless told otherwise; a bare server keeps every interface', () => {
+  assert.deepEqual([parse([]).host, parse([]).port], ['0.0.0.0', 8080]);
+  const dev = parse(['--dev']);
+  assert.deepEqual([dev.host, dev.port], ['127.0.0.1', 8080]);
+  assert.equal(parse(['--dev', '-addr', ':9001']).host, '0.0.0.0', '-addr wins');
+  assert.equal(parse(['--dev'], { SVC_ADDR: '0.0.0.0:9002' }).host, '0.0.0.0', 'SVC_ADDR wins');
+});
+
+test('--dev: the public URL defaults to where the server listens; the sidecar URL follows it', () => {
+  const cases: [string[], string][] = [
+    [['--dev'], 'http://127.0.0.1:8080'],
+    [['--dev', '-addr', '127.0.0.1:9003'], 'http://127.0.0.1:9003'],
+    [['--dev', '-addr', 'localhost:9004'], 'http://localhost:9004'],
+    [['--dev', '-addr', '[::1]:9005'], 'http://[::1]:9005'],
+    // A wildcard address is not a place to connect to: this machine reaches it on loopback.
+    [['--dev', '-addr', ':9006'], 'http://127.0.0.1:9006'],
+    [['--dev', '-addr', '0.0.0.0:9007'], 'http://127.0.0.1:9007'],
+    [['--dev', '-addr', '[::]:9008'], 'http://127.0.0.1:9008'],
+  ];
+  for (const [argv, want] of cases) {
+    const c = parse(argv);
+    assert.equal(c.publicUrl, want, argv.join(' '));
+    assert.equal(c.sidecarUrl, `${want}/svcd`, argv.join(' '));
+  }
+  assert.equal(parse(['--dev', '-public-url', 'https://x.example.com']).publicUrl, 'https://x.example.com');
+  assert.equal(parse(['--dev'], { SVC_PUBLIC_URL: 'http://pub:3' }).publicUrl, 'http://pub:3');
+  // Outside --dev the spec's default stands, whatever the listen address.
+  assert.equal(parse(['-addr', '127.0.0.1:9009']).publicUrl, 'http://localhost:8080');
+});
+
 test('SVC_DB_HOST assembles a Postgres DSN; the password is encoded and redacted', () => {
   const c = parse([], { SVC_DB_HOST: 'db.internal', SVC_DB_PASSWORD: 'p@ss/w:rd' });
   assert.equal(c.db, 'postgres://svc:p%40ss%2Fw%3Ard@db.internal:5432/svc?sslmode=require');

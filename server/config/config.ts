@@ -59,6 +59,18 @@ export function parseAddr(addr: string): { host: string; port: number } {
   return { host: m[1] ?? (m[2] || '0.0.0.0'), port };
 }
 
+/**
+ * The URL at which this machine reaches a server listening on `host:port`: a wildcard address is
+ * reached on loopback, an IPv6 address is bracketed.
+ */
+export function localUrl(host: string, port: number): string {
+  if (host === '0.0.0.0' || host === '::') return `http://127.0.0.1:${port}`;
+  return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+}
+
+/** `--dev` listens on loopback unless -addr (or SVC_ADDR) says otherwise. */
+const DEV_ADDR = '127.0.0.1:8080';
+
 function httpUrl(name: string, value: string): string {
   let u: URL;
   try {
@@ -126,7 +138,7 @@ function defaultUploadsDir(db: string, env: NodeJS.ProcessEnv): string {
   return `${env.HOME || '/tmp'}/.svc/uploads`;
 }
 
-export const USAGE = `usage: svc-server [-addr :8080] [-db svc.db|postgres://...] [-public-url URL] [-sidecar-url URL] [-v] [--dev]`;
+export const USAGE = `usage: svc-server [-addr :8080 (--dev: 127.0.0.1:8080)] [-db svc.db|postgres://...] [-public-url URL] [-sidecar-url URL] [-v] [--dev]`;
 
 export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env): Config {
   let values: Record<string, string | boolean | undefined>;
@@ -149,12 +161,17 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
     throw new ConfigError(`${(err as Error).message}\n${USAGE}`);
   }
   if (values.help) throw new ConfigError(USAGE);
-  const { host, port } = parseAddr((values.addr as string) ?? env.SVC_ADDR ?? ':8080');
+  const dev = Boolean(values.dev);
+  const { host, port } = parseAddr((values.addr as string) ?? env.SVC_ADDR ?? (dev ? DEV_ADDR : ':8080'));
   const db = (values.db as string) ?? env.SVC_DB ?? (env.SVC_DB_HOST ? assembleDsn(env) : 'svc.db');
   if (db === '') throw new ConfigError('-db: empty');
+  // The spec's default outside --dev; a development server (which the spec does not describe) is
+  // reached where it listens, so its own sidecar can fetch project contexts from it.
   const publicUrl = httpUrl(
     '-public-url',
-    (values['public-url'] as string) ?? env.SVC_PUBLIC_URL ?? 'http://localhost:8080',
+    (values['public-url'] as string) ??
+      env.SVC_PUBLIC_URL ??
+      (dev ? localUrl(host, port) : 'http://localhost:8080'),
   );
   const sidecarUrl = httpUrl(
     '-sidecar-url',
@@ -178,7 +195,7 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
     publicUrl,
     sidecarUrl,
     verbose: Boolean(values.v),
-    dev: Boolean(values.dev),
+    dev,
     team: env.SVC_TEAM || 'default',
     bootstrapKey,
     consoleUrl,
