@@ -4,7 +4,8 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { bundle, ROOT } from './sea.ts';
+import { bundle } from '../server/releases/bundle.ts';
+import { ROOT } from './sea.ts';
 
 export const NPM_NAME = 'svc-cli';
 

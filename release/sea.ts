@@ -16,7 +16,7 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { build } from 'esbuild';
+import { bundle } from '../server/releases/bundle.ts';
 
 export const ROOT = resolve(import.meta.dirname, '..');
 export const RELEASE_ARCHES = ['amd64', 'arm64'] as const;
@@ -34,42 +34,6 @@ export function buildVersion(given?: string): string {
   } catch {
     return 'dev';
   }
-}
-
-export interface BundleOptions {
-  /** Module that exports `main(argv): Promise<number | void>`, relative to the repository root. */
-  entry: string;
-  outfile: string;
-  version: string;
-  /** esbuild target, e.g. node24 for a SEA, node20 for the npm package. */
-  target: string;
-  /** Prepended to the output, e.g. a shebang. */
-  banner?: string;
-}
-
-/** One CommonJS file with everything but native optional helpers (never used here) inlined. */
-export async function bundle(o: BundleOptions): Promise<void> {
-  await build({
-    stdin: {
-      contents: `import { main } from './${o.entry}';
-Promise.resolve(main(process.argv.slice(2))).then((code) => {
-  if (typeof code === 'number') process.exitCode = code;
-});`,
-      resolveDir: ROOT,
-      loader: 'ts',
-    },
-    bundle: true,
-    platform: 'node',
-    format: 'cjs',
-    target: o.target,
-    outfile: o.outfile,
-    external: ['cpu-features', '*.node'],
-    define: { 'process.env.SVC_BUILD_VERSION': JSON.stringify(o.version) },
-    banner: o.banner ? { js: o.banner } : undefined,
-    logLevel: 'warning',
-    // import.meta is empty in a CommonJS bundle: code relying on it would break only at run time.
-    logOverride: { 'empty-import-meta': 'error' },
-  });
 }
 
 /** The Node binary for `arch`: this one on its own architecture, else the node-linux-<arch> package of
