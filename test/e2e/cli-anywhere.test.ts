@@ -1,11 +1,12 @@
-// The CLI away from the checkout: the single executable with no Node anywhere on PATH, and the npm
-// package installed globally and run by the machine's own Node (20 here), each from a directory outside
-// the repository, through login (approved by a console session) → init → deploy --wait → exec →
+// The CLI away from the checkout: the single executable with no Node anywhere on PATH, the npm
+// package installed globally and run by the machine's own Node (20 here), and the checkout's own bin
+// (a launcher that runs the sources on the pinned Node) started by that same Node, each from a
+// directory outside the repository, through login (approved by a console session) → init → deploy --wait → exec →
 // verify, on a real server, a real sidecar and real Docker.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, readdirSync } from 'node:fs';
-import { join } from 'node:path';
+import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { packCli } from '../../release/npm-package.ts';
 import { buildExecutable, hostArch } from '../../release/sea.ts';
@@ -15,7 +16,9 @@ import { tier } from '../support/tiers.ts';
 import { type Real, startReal } from './real.ts';
 import { systemNode } from './release-support.ts';
 
-describe('svc outside the checkout: single executable and npm package', { skip: tier('docker') }, () => {
+describe("svc outside the checkout: single executable, npm package, the checkout's bin", {
+  skip: tier('docker'),
+}, () => {
   let r: Real;
   let dir: string;
   let sea: string;
@@ -45,7 +48,12 @@ describe('svc outside the checkout: single executable and npm package', { skip: 
     assert.deepEqual(readdirSync(pkg).sort(), ['README.md', 'package.json', 'svc.cjs']);
   });
 
-  async function journey(name: string, program: string[], pathDir: string) {
+  async function journey(
+    name: string,
+    program: string[],
+    pathDir: string,
+    extraEnv: Record<string, string> = {},
+  ) {
     const home = join(dir, `home-${name}`);
     const work = join(dir, `project-${name}`);
     mkdirSync(home);
@@ -53,7 +61,7 @@ describe('svc outside the checkout: single executable and npm package', { skip: 
     const opts = (extra: Partial<RunOptions> = {}): RunOptions => ({
       home,
       cwd: work,
-      env: { PATH: pathDir },
+      env: { PATH: pathDir, ...extraEnv },
       program,
       timeoutMs: 300_000,
       ...extra,
@@ -104,5 +112,14 @@ describe('svc outside the checkout: single executable and npm package', { skip: 
   test(`the npm package on the machine's own Node (${node20.version})`, async () => {
     assert.notEqual(node20.path, process.execPath);
     await journey('npm', [node20.path, npmSvc], '/usr/bin:/bin');
+  });
+
+  test(`the checkout's bin started by the machine's own Node (${node20.version})`, async () => {
+    const bin = JSON.parse(readFileSync(resolve(import.meta.dirname, '../../package.json'), 'utf8')).bin.svc;
+    const launcher = resolve(import.meta.dirname, '../..', bin);
+    // Sources have no build stamped in: they print SVC_BUILD_VERSION, as the builds above would.
+    await journey('checkout', [node20.path, launcher], '/usr/bin:/bin', {
+      SVC_BUILD_VERSION: 'anywhere-build',
+    });
   });
 });
