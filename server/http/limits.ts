@@ -16,6 +16,8 @@ export interface HttpLimits {
   jsonDepth: number;
   /** Requests per minute per client address to routes that need no credential (0: off). */
   anonPerMinute: number;
+  /** Webhook deliveries per minute per client address (0: off). */
+  webhooksPerMinute: number;
   /** Failed authentications per minute per client address before 429 (0: off). */
   authFailuresPerMinute: number;
   /** Requests per minute per API key or session (0: off). */
@@ -45,6 +47,8 @@ export const DEFAULT_LIMITS: HttpLimits = {
   maxConnections: Math.max(64, Math.min(16_384, openFilesLimit() - 256)),
   jsonDepth: 64,
   anonPerMinute: 120,
+  // The code host delivers from a few shared addresses: room for a busy organisation's pushes.
+  webhooksPerMinute: 600,
   authFailuresPerMinute: 60,
   perCredentialPerMinute: 60_000,
 };
@@ -52,6 +56,7 @@ export const DEFAULT_LIMITS: HttpLimits = {
 /** Benchmarks drive one key and one address far past any client's rate. */
 export const NO_RATE_LIMITS: Partial<HttpLimits> = {
   anonPerMinute: 0,
+  webhooksPerMinute: 0,
   authFailuresPerMinute: 0,
   perCredentialPerMinute: 0,
 };

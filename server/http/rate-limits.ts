@@ -1,5 +1,5 @@
 // Request rates (issue 9, L4), with @fastify/rate-limit's in-memory windows: routes that need no
-// credential per client address, failed authentications per client address (counted when the
+// credential per client address, webhook deliveries per client address, failed authentications per client address (counted when the
 // answer is a 401, refused at the next request once over), and every request per credential.
 // An exceeded limit is a 429 `{error}` with `Retry-After`.
 import rateLimit from '@fastify/rate-limit';
@@ -8,6 +8,9 @@ import { TooManyRequests } from '../errors.ts';
 import { BLOB_PATH } from '../hosts/blobs.ts';
 import type { App } from './app.ts';
 import type { HttpLimits } from './limits.ts';
+
+/** The code host's webhook route (server/codehost/routes.ts). */
+export const WEBHOOK_PATH = '/webhooks/codehost';
 
 const WINDOW_MS = 60_000;
 /** Health checks, sidecar downloads and the OpenAPI document stay reachable under any load. */
@@ -35,6 +38,7 @@ export async function installRateLimits(app: App, limits: HttpLimits): Promise<v
       : null;
   const anon = make(limits.anonPerMinute);
   const failures = make(limits.authFailuresPerMinute);
+  const webhooks = make(limits.webhooksPerMinute);
   const perCredential = make(limits.perCredentialPerMinute, (req) => {
     const c = req.caller;
     return c.keyId ? `key:${c.keyId}` : `user:${c.userId}:${c.teamId}`;
@@ -46,13 +50,34 @@ export async function installRateLimits(app: App, limits: HttpLimits): Promise<v
   let lastFailureAt = Number.NEGATIVE_INFINITY;
   const settle = (check: Promise<unknown>, done: (err?: Error) => void) =>
     void check.then(() => done(), done);
+  const peekFailures = (req: FastifyRequest, done: (err?: Error) => void) => {
+    if (!failures || Date.now() - lastFailureAt >= WINDOW_MS) return done();
+    // A peek: the failures so far are counted, this request is not (yet).
+    settle(
+      failures(req, { increment: false }).then((r) => {
+        if (r.isExceeded || r.remaining === 0) refuse('failed authentications from this address', r.ttl);
+      }),
+      done,
+    );
+  };
   app.addHook('onRequest', (req, _reply, done) => {
     // Read once: Fastify builds a new routeOptions object on every access.
     const { url, config } = req.routeOptions;
     if (!url || req.method === 'OPTIONS' || UNLIMITED.has(url) || url.startsWith('/svcd')) return done();
-    // Webhooks arrive from the code host's few shared addresses and are signed; blob transfers
-    // carry one-time tokens and come from a host's one address at a training loop's pace.
-    if (url === '/webhooks/codehost' || url.startsWith(BLOB_PATH)) return done();
+    // Blob transfers carry one-time tokens and come from a host's one address at a training
+    // loop's pace.
+    if (url.startsWith(BLOB_PATH)) return done();
+    // Webhooks come from the code host's few shared addresses, so their own, larger per-address
+    // budget; an address whose signatures fail is refused like any failed authentication.
+    if (url === WEBHOOK_PATH) {
+      if (!webhooks) return peekFailures(req, done);
+      return settle(
+        webhooks(req).then((r) => {
+          if (r.isExceeded) refuse('webhook deliveries from this address', r.ttl);
+        }),
+        (err) => (err ? done(err) : peekFailures(req, done)),
+      );
+    }
     if ((config.auth ?? 'key') === 'none') {
       if (!anon) return done();
       return settle(
@@ -62,14 +87,7 @@ export async function installRateLimits(app: App, limits: HttpLimits): Promise<v
         done,
       );
     }
-    if (!failures || Date.now() - lastFailureAt >= WINDOW_MS) return done();
-    // A peek: the failures so far are counted, this request is not (yet).
-    settle(
-      failures(req, { increment: false }).then((r) => {
-        if (r.isExceeded || r.remaining === 0) refuse('failed authentications from this address', r.ttl);
-      }),
-      done,
-    );
+    peekFailures(req, done);
   });
   if (failures) {
     app.addHook('onResponse', (req, reply, done) => {
