@@ -2,12 +2,14 @@
 // Each part is on only when its credentials are configured: sign-in, the webhook and
 // deploy-from-source answer 503 while theirs are unset, and `/v1/codehost/*` report
 // `configured: false`. Installations are rows the app reports through webhooks; a team links one
-// before pushes deploy.
+// before pushes deploy, through a user whom the code host lets see it.
 import type { Config } from '../config/config.ts';
 import type { Queryable } from '../db/types.ts';
-import { BadRequest, Conflict, NotConfigured, NotFound } from '../errors.ts';
+import { BadRequest, Conflict, Forbidden, NotConfigured, NotFound } from '../errors.ts';
+import type { Caller } from '../identity/auth.ts';
 import type { GitHub, RepoInfo } from './github.ts';
 import { claimInstallation, getInstallation, type Installation, listInstallations } from './store.ts';
+import { SIGN_IN_FIRST, type UserTokens } from './user-token.ts';
 
 export type { Installation } from './store.ts';
 
@@ -42,20 +44,33 @@ export async function installationsView(
   return { installations: await listInstallations(q, teamId), configured: true };
 }
 
-/** Binds an installation the app has reported to `teamId`: 404 unseen, 409 linked elsewhere. */
+/**
+ * Binds an installation to the caller's team. Only a user signed in with the code host can link
+ * (403 for an API key or a session without a code-host sign-in), and only an installation the
+ * code host lists among those that user can see. An installation the user cannot see answers as
+ * one never reported (the same 404, asked in the same order), so ids cannot be probed; one linked
+ * to another team is 409.
+ */
 export async function linkInstallation(
   q: Queryable,
   config: Config,
-  teamId: string,
+  tokens: UserTokens,
+  caller: Caller,
   id: number,
 ): Promise<{ installation: Installation }> {
   // While the app is off it reports nothing, so every installation is unseen.
   if (!appConfigured(config)) throw new NotFound(`installation ${id} has not been reported: ${APP_OFF}`);
+  if (!caller.userId) throw new Forbidden(SIGN_IN_FIRST);
+  requireSignIn(config);
+  const visible = await tokens.canSee(caller.userId, id);
   const inst = await getInstallation(q, id);
-  if (!inst) throw new NotFound(`installation ${id} has not been reported by the code-hosting app`);
-  if (!(await claimInstallation(q, id, teamId)))
+  if (!visible || !inst)
+    throw new NotFound(
+      `installation ${id} is not an installation of the app that you can see on the code host`,
+    );
+  if (!(await claimInstallation(q, id, caller.teamId)))
     throw new Conflict(`installation ${id} is already linked to another team`);
-  return { installation: { ...inst, TeamID: teamId } };
+  return { installation: { ...inst, TeamID: caller.teamId } };
 }
 
 /** An installation of the caller's team, or 404 (another team's is not theirs to see). */

@@ -2,6 +2,7 @@
 // rule 2): a `state` held in memory for 10 minutes binds the callback to its start and to the
 // return URL, which must be the console origin or a loopback URL. The callback exchanges the code,
 // reads the user and their verified e-mail, signs them in and ends at `<return>#token=<session>`.
+// The user's code-host token is kept sealed for linking installations (user-token.ts).
 import { randomBytes } from 'node:crypto';
 import type { Config } from '../config/config.ts';
 import type { Db } from '../db/types.ts';
@@ -9,6 +10,7 @@ import { BadRequest, Upstream } from '../errors.ts';
 import { signInWithCodehost } from '../identity/user-store.ts';
 import { consoleUrl, requireSignIn } from './codehost.ts';
 import { call, type GitHub } from './github.ts';
+import type { Exchanged, UserTokens } from './user-token.ts';
 
 export const STATE_TTL_MS = 10 * 60 * 1000;
 /** States waiting for their callback; past this many the oldest go first (memory stays bounded). */
@@ -99,24 +101,21 @@ export async function finishSignIn(
   config: Config,
   github: GitHub,
   states: OAuthStates,
+  tokens: UserTokens,
   q: { code?: string; state?: string },
 ): Promise<string> {
   requireSignIn(config);
   const returnTo = states.take(q.state);
   if (!q.code) throw new BadRequest('the code host sent no code');
-  const exchanged = await call<{ access_token?: string; error?: string; error_description?: string }>(
-    'POST',
-    `${github.web}/login/oauth/access_token`,
-    {
-      accept: 'application/json',
-      body: {
-        client_id: config.codehost.clientId,
-        client_secret: config.codehost.clientSecret,
-        code: q.code,
-        redirect_uri: callbackUrl(config),
-      },
+  const exchanged = await call<Exchanged>('POST', `${github.web}/login/oauth/access_token`, {
+    accept: 'application/json',
+    body: {
+      client_id: config.codehost.clientId,
+      client_secret: config.codehost.clientSecret,
+      code: q.code,
+      redirect_uri: callbackUrl(config),
     },
-  );
+  });
   if (!exchanged.access_token)
     throw new Upstream(
       `code host refused the sign-in: ${exchanged.error_description ?? exchanged.error ?? 'no token'}`,
@@ -126,11 +125,13 @@ export async function finishSignIn(
   const verified = Array.isArray(emails) ? emails.filter((e) => e.verified) : [];
   const email = (verified.find((e) => e.primary) ?? verified[0])?.email;
   if (!email) throw new BadRequest(`code-host user ${user.login} has no verified e-mail address`);
-  const { token } = await signInWithCodehost(db, {
+  const { token, user: signedIn } = await signInWithCodehost(db, {
     codehostId: String(user.id),
     login: user.login,
     name: user.name ?? '',
     email,
   });
+  // Kept (sealed) to ask later which installations this user can see; see user-token.ts.
+  await tokens.keep(signedIn.ID, exchanged);
   return `${returnTo}#token=${token}`;
 }

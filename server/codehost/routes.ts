@@ -4,21 +4,28 @@
 import { Type } from '@sinclair/typebox';
 import type { AppContext } from '../context.ts';
 import type { App } from '../http/app.ts';
+import { WEBHOOK_PATH } from '../http/rate-limits.ts';
 import { Body, emptyBodyIsObject, SECURED } from '../http/schema.ts';
-import { installationsView, linkInstallation, reposView, requireApp } from './codehost.ts';
+import { installationsView, linkInstallation, reposView } from './codehost.ts';
 import { GitHub } from './github.ts';
 import { finishSignIn, OAuthStates, startUrl } from './oauth.ts';
 import { type CodehostDeps, deployFromSource } from './push.ts';
+import { UserTokens } from './user-token.ts';
+import {
+  checkWebhookHeaders,
+  readSigned,
+  WEBHOOK_BODY_LIMIT,
+  WebhookIntake,
+  webhookSecret,
+} from './webhook-intake.ts';
 import { handleDelivery } from './webhooks.ts';
 
 const tags = ['code hosting'];
-/** Spec "Limits": webhook bodies up to 2 MiB. */
-export const WEBHOOK_BODY_LIMIT = 2 * 1024 * 1024;
 
 /** Each server's sign-in states (tests reach them to expire one). */
 export const oauthStatesOf = new WeakMap<AppContext, OAuthStates>();
-
-const header = (v: string | string[] | undefined): string => (Array.isArray(v) ? (v[0] ?? '') : (v ?? ''));
+/** Each server's webhook intake (tests shorten its read bound). */
+export const webhookIntakeOf = new WeakMap<AppContext, WebhookIntake>();
 
 export function codehostRoutes(app: App, ctx: AppContext): void {
   const { config, db } = ctx;
@@ -26,6 +33,7 @@ export function codehostRoutes(app: App, ctx: AppContext): void {
   const states = new OAuthStates();
   oauthStatesOf.set(ctx, states);
   const deps: CodehostDeps = { db, engine: ctx.engine, config, github, log: app.log };
+  const tokens = new UserTokens({ db, config, github, secrets: ctx.secrets });
 
   const none = { auth: 'none' as const };
   const signIn = ['sign-in'];
@@ -62,31 +70,43 @@ export function codehostRoutes(app: App, ctx: AppContext): void {
       },
     },
     async (req, reply) => {
-      const to = await finishSignIn(db, config, github, states, req.query);
+      const to = await finishSignIn(db, config, github, states, tokens, req.query);
       return reply.header('cache-control', 'no-store').redirect(to, 302);
     },
   );
 
-  // The signature is over the raw bytes, so this route keeps the body as it came.
+  // Refusals that need no body come first (onRequest, before a byte is read); the body is then
+  // read and its signature checked in one pass (webhook-intake.ts), and only a signed body parsed.
+  const intake = new WebhookIntake();
+  webhookIntakeOf.set(ctx, intake);
   app.register(async (raw) => {
     raw.removeAllContentTypeParsers();
-    raw.addContentTypeParser('*', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
+    raw.addContentTypeParser('application/json', (req, body, done) => {
+      let read: Promise<Buffer>;
+      try {
+        const { signature } = checkWebhookHeaders(config, req.headers);
+        read = readSigned(body, webhookSecret(config), signature, { timeoutMs: intake.readMs });
+      } catch (err) {
+        return done(err as Error);
+      }
+      read.then((b) => done(null, b), done);
+    });
     raw.post(
-      '/webhooks/codehost',
+      WEBHOOK_PATH,
       {
         config: none,
         bodyLimit: WEBHOOK_BODY_LIMIT,
-        // Before the body is read: an unconfigured app answers 503 whatever was sent.
-        onRequest: async () => requireApp(config),
+        onRequest: async (req, reply) => {
+          checkWebhookHeaders(config, req.headers);
+          // Released when the answer is done or the connection goes, whichever comes first.
+          reply.raw.once('close', intake.take(req.ip));
+        },
         schema: { tags, summary: 'Code-hosting app webhook (push, installation, ping)' },
       },
-      async (req) =>
-        handleDelivery(deps, {
-          event: header(req.headers['x-github-event']),
-          id: header(req.headers['x-github-delivery']),
-          signature: header(req.headers['x-hub-signature-256']),
-          body: Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0),
-        }),
+      async (req) => {
+        const h = checkWebhookHeaders(config, req.headers);
+        return handleDelivery(deps, { event: h.event, id: h.id, body: req.body as Buffer });
+      },
     );
   });
 
@@ -101,14 +121,14 @@ export function codehostRoutes(app: App, ctx: AppContext): void {
     {
       schema: {
         tags,
-        summary: 'Link an installation the app has reported to the team',
+        summary: 'Link an installation the signed-in user can see on the code host to the team',
         security: SECURED,
         params: Type.Object({
           id: Type.String({ pattern: '^[0-9]{1,15}$', description: 'Installation id' }),
         }),
       },
     },
-    async (req) => linkInstallation(db, config, req.caller.teamId, Number(req.params.id)),
+    async (req) => linkInstallation(db, config, tokens, req.caller, Number(req.params.id)),
   );
 
   app.get(

@@ -1,5 +1,6 @@
 // The code-hosting context's rows: installations the app reported, webhook deliveries already
-// handled (so a redelivery deploys nothing twice) and the check run posted for a deployment.
+// handled (so a redelivery deploys nothing twice), the check run posted for a deployment, each
+// user's sealed code-host token, and the commits pushes deployed (so a replay deploys nothing).
 import { now, type Queryable } from '../db/types.ts';
 
 export interface Installation {
@@ -106,5 +107,52 @@ export async function concludeCheckRun(
   await q.run('UPDATE codehost_check_runs SET conclusion = ? WHERE deployment_id = ?', [
     conclusion,
     deploymentId,
+  ]);
+}
+
+/** A user's code-host token document, sealed; '' when none was kept. */
+export async function sealedUserToken(q: Queryable, userId: string): Promise<string> {
+  const r = await q.get<{ sealed: string }>('SELECT sealed FROM codehost_user_tokens WHERE user_id = ?', [
+    userId,
+  ]);
+  return r?.sealed ?? '';
+}
+
+export async function saveSealedUserToken(q: Queryable, userId: string, sealed: string): Promise<void> {
+  await q.run(
+    'INSERT INTO codehost_user_tokens (user_id, sealed, updated_at) VALUES (?, ?, ?) ON CONFLICT (user_id) DO UPDATE SET sealed = excluded.sealed, updated_at = excluded.updated_at',
+    [userId, sealed, now()],
+  );
+}
+
+export async function forgetUserToken(q: Queryable, userId: string): Promise<void> {
+  await q.run('DELETE FROM codehost_user_tokens WHERE user_id = ?', [userId]);
+}
+
+/** Records that a push deploys `sha` to the project's branch; false when one already did. */
+export async function claimPushedCommit(
+  q: Queryable,
+  projectId: string,
+  branch: string,
+  sha: string,
+): Promise<boolean> {
+  const r = await q.run(
+    'INSERT INTO codehost_pushed_commits (project_id, branch, sha, created_at) VALUES (?, ?, ?, ?) ON CONFLICT (project_id, branch, sha) DO NOTHING',
+    [projectId, branch, sha, now()],
+  );
+  return r.changes > 0;
+}
+
+/** A claimed commit whose deploy never started: a later delivery of it may try again. */
+export async function releasePushedCommit(
+  q: Queryable,
+  projectId: string,
+  branch: string,
+  sha: string,
+): Promise<void> {
+  await q.run('DELETE FROM codehost_pushed_commits WHERE project_id = ? AND branch = ? AND sha = ?', [
+    projectId,
+    branch,
+    sha,
   ]);
 }

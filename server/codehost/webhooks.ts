@@ -1,19 +1,24 @@
-// `POST /webhooks/codehost` (spec "Code-hosting integration"): the raw body is verified against
-// X-Hub-Signature-256 (HMAC-SHA256 with the webhook secret, compared in constant time) before it is
-// parsed; deliveries are idempotent by X-GitHub-Delivery (a redelivery answers what the first did
-// and deploys nothing). Handled: ping, installation (created, unsuspend, new_permissions_accepted,
-// deleted) and push, which deploys every project whose source is the pushed repository.
-import { createHmac, timingSafeEqual } from 'node:crypto';
+// `POST /webhooks/codehost` (spec "Code-hosting integration"): the body arrives verified against
+// X-Hub-Signature-256 (webhook-intake.ts); the fields read are checked (protocol/codehost.ts) before
+// anything is recorded. Deliveries are idempotent by X-GitHub-Delivery (a redelivery answers what
+// the first did and deploys nothing), and since that id is not signed, a push deploys a commit to a
+// project's branch once whatever its delivery id. Handled: ping, installation (created, unsuspend,
+// new_permissions_accepted, deleted) and push, which deploys every project whose source is the
+// pushed repository.
+import type { TSchema } from '@sinclair/typebox';
+import { type TypeCheck, TypeCompiler } from '@sinclair/typebox/compiler';
+import { InstallationEvent, PushEvent } from '../../protocol/codehost.ts';
 import { findEnvByName } from '../envs/store.ts';
-import { BadRequest, NotConfigured, Unauthorized } from '../errors.ts';
+import { BadRequest } from '../errors.ts';
 import { projectsWithRepo } from '../projects/source-store.ts';
-import { requireApp, WEBHOOK_OFF } from './codehost.ts';
 import { branchEnv, type CodehostDeps, deployCommit, PROVIDER } from './push.ts';
 import {
+  claimPushedCommit,
   deleteInstallation,
   deliveryAnswer,
   getInstallation,
   recordDelivery,
+  releasePushedCommit,
   saveDeliveryAnswer,
   upsertInstallation,
 } from './store.ts';
@@ -21,39 +26,39 @@ import {
 export interface Delivery {
   event: string;
   id: string;
-  signature: string;
+  /** Already checked against X-Hub-Signature-256 (webhook-intake.ts). */
   body: Buffer;
 }
 
-/** 503 without the app or the secret, 401 unless the signature is the body's. */
-export function verifySignature(d: CodehostDeps, signature: string | undefined, body: Buffer): void {
-  requireApp(d.config);
-  const secret = d.config.codehost.webhookSecret;
-  if (!secret) throw new NotConfigured(WEBHOOK_OFF);
-  const want = Buffer.from(`sha256=${createHmac('sha256', secret).update(body).digest('hex')}`);
-  const got = Buffer.from(signature ?? '');
-  if (got.length !== want.length || !timingSafeEqual(got, want))
-    throw new Unauthorized(signature ? 'webhook signature mismatch' : 'webhook without X-Hub-Signature-256');
-}
+const CHECKS: Record<string, TypeCheck<TSchema>> = {
+  installation: TypeCompiler.Compile(InstallationEvent),
+  push: TypeCompiler.Compile(PushEvent),
+};
 
 const obj = (v: unknown): Record<string, unknown> =>
   v !== null && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : {};
 const str = (v: unknown): string => (typeof v === 'string' ? v : '');
-const num = (v: unknown): number => (typeof v === 'number' && Number.isSafeInteger(v) ? v : 0);
 
-function parse(body: Buffer): Record<string, unknown> {
+/** The payload, its read fields checked for the events handled: 400 naming the first bad one. */
+function parse(event: string, body: Buffer): Record<string, unknown> {
+  let p: unknown;
   try {
-    return obj(JSON.parse(body.toString('utf8')));
+    p = JSON.parse(body.toString('utf8'));
   } catch (err) {
     throw new BadRequest(`malformed webhook body: ${(err as Error).message}`);
   }
+  if (obj(p) !== p) throw new BadRequest('malformed webhook body: not a JSON object');
+  const check = CHECKS[event];
+  const bad = check && !check.Check(p) ? check.Errors(p).First() : undefined;
+  if (bad) {
+    const field = bad.path.slice(1).replaceAll('/', '.') || 'the payload';
+    throw new BadRequest(`malformed ${event} webhook: ${field}: ${bad.message}`);
+  }
+  return p as Record<string, unknown>;
 }
 
 export async function handleDelivery(d: CodehostDeps, w: Delivery): Promise<unknown> {
-  verifySignature(d, w.signature, w.body);
-  if (!w.id || w.id.length > 128) throw new BadRequest('webhook without X-GitHub-Delivery');
-  if (!w.event || w.event.length > 64) throw new BadRequest('webhook without X-GitHub-Event');
-  const payload = parse(w.body);
+  const payload = parse(w.event, w.body);
   if (!(await recordDelivery(d.db, w.id, w.event))) {
     return (await deliveryAnswer(d.db, w.id)) ?? { ok: true, duplicate: true };
   }
@@ -65,22 +70,20 @@ export async function handleDelivery(d: CodehostDeps, w: Delivery): Promise<unkn
 async function dispatch(d: CodehostDeps, event: string, p: Record<string, unknown>): Promise<unknown> {
   switch (event) {
     case 'ping':
-      return { ok: true, event, zen: str(p.zen) };
+      return { ok: true, event, zen: str(p.zen).slice(0, 200) };
     case 'installation':
-      return onInstallation(d, p);
+      return onInstallation(d, p as InstallationEvent);
     case 'push':
-      return onPush(d, p);
+      return onPush(d, p as PushEvent);
     default:
       return { ok: true, event, ignored: true };
   }
 }
 
-async function onInstallation(d: CodehostDeps, p: Record<string, unknown>): Promise<unknown> {
-  const action = str(p.action);
-  const inst = obj(p.installation);
-  const id = num(inst.id);
-  if (!id) throw new BadRequest('installation event without installation.id');
-  const login = str(obj(inst.account).login);
+async function onInstallation(d: CodehostDeps, p: InstallationEvent): Promise<unknown> {
+  const { action } = p;
+  const id = p.installation.id;
+  const login = p.installation.account?.login ?? '';
   if (action === 'created' || action === 'unsuspend' || action === 'new_permissions_accepted')
     await upsertInstallation(d.db, id, login);
   else if (action === 'deleted') await deleteInstallation(d.db, id);
@@ -96,11 +99,9 @@ interface ProjectOutcome {
   error?: string;
 }
 
-async function onPush(d: CodehostDeps, p: Record<string, unknown>): Promise<unknown> {
-  const ref = str(p.ref);
-  const sha = str(p.after);
-  const repository = obj(p.repository);
-  const repo = str(repository.full_name);
+async function onPush(d: CodehostDeps, p: PushEvent): Promise<unknown> {
+  const { ref, after: sha } = p;
+  const repo = p.repository.full_name;
   if (!ref.startsWith('refs/heads/') || p.deleted === true)
     return { ok: true, sha, branch: '', projects: [], skipped: `not a branch update: ${ref}` };
   const branch = ref.slice('refs/heads/'.length);
@@ -108,17 +109,22 @@ async function onPush(d: CodehostDeps, p: Record<string, unknown>): Promise<unkn
   for (const proj of await projectsWithRepo(d.db, PROVIDER, repo)) {
     const out: ProjectOutcome = { project: proj.name };
     projects.push(out);
-    const installationId = proj.source.InstallationID || num(obj(p.installation).id);
+    const installationId = proj.source.InstallationID || (p.installation?.id ?? 0);
     const inst = installationId ? await getInstallation(d.db, installationId) : undefined;
     if (!inst || inst.TeamID !== proj.teamId) {
       out.skipped = `no installation of ${repo} is linked to this project's team`;
       continue;
     }
-    const defaultBranch = proj.source.DefaultBranch || str(repository.default_branch);
+    const defaultBranch = proj.source.DefaultBranch || (p.repository.default_branch ?? '');
     const env = branchEnv(branch, defaultBranch);
     out.env = env;
     if (env !== 'alpha' && !proj.source.DeployBranches && !(await findEnvByName(d.db, proj.projectId, env))) {
       out.skipped = `branch ${branch}: environment '${env}' does not exist and deploy_branches is off`;
+      continue;
+    }
+    // The delivery id is not signed: a replayed push with a new one must not deploy again.
+    if (!(await claimPushedCommit(d.db, proj.projectId, branch, sha))) {
+      out.skipped = `commit ${sha} was already deployed to branch ${branch} by a push`;
       continue;
     }
     try {
@@ -134,6 +140,8 @@ async function onPush(d: CodehostDeps, p: Record<string, unknown>): Promise<unkn
       out.deployment = started.deployment.ID;
     } catch (err) {
       out.error = (err as Error).message;
+      // Nothing was deployed: a redelivery of this push may try again.
+      await releasePushedCommit(d.db, proj.projectId, branch, sha);
     }
   }
   return { ok: true, sha, branch, projects };

@@ -166,4 +166,29 @@ const v11: Migration = {
   up: () => ['DROP INDEX IF EXISTS commands_host_status'],
 };
 
-export const MIGRATIONS: readonly Migration[] = [v1, v2, v4, v5, v6, v7, v8, v10, v11];
+// Linking an installation asks the code host which installations the signed-in user can see, with
+// the user's own token from sign-in: kept sealed (AES-256-GCM, like provider tokens), one per user.
+// A push deploys a commit to a project's branch once: the delivery id is not signed, so a replayed
+// push with a new one must find the commit already deployed. Installation ids are any positive
+// safe integer the code host sends, past Postgres's 32-bit INTEGER (SQLite's is 64-bit already).
+const v12: Migration = {
+  version: 12,
+  name: 'code-host user tokens, deployed commits, 64-bit installation ids',
+  up: (d) => [
+    `CREATE TABLE codehost_user_tokens (user_id TEXT PRIMARY KEY REFERENCES users(id), sealed TEXT NOT NULL,
+      updated_at TEXT NOT NULL)`,
+    `CREATE TABLE codehost_pushed_commits (project_id TEXT NOT NULL, branch TEXT NOT NULL, sha TEXT NOT NULL,
+      created_at TEXT NOT NULL, PRIMARY KEY (project_id, branch, sha))`,
+    ...(d.name === 'postgres'
+      ? [
+          'ALTER TABLE installations ALTER COLUMN installation_id TYPE BIGINT',
+          'ALTER TABLE project_sources ALTER COLUMN installation_id TYPE BIGINT',
+          'ALTER TABLE codehost_check_runs ALTER COLUMN installation_id TYPE BIGINT',
+          // GitHub's check run ids are past 2^31 already.
+          'ALTER TABLE codehost_check_runs ALTER COLUMN check_run_id TYPE BIGINT',
+        ]
+      : []),
+  ],
+};
+
+export const MIGRATIONS: readonly Migration[] = [v1, v2, v4, v5, v6, v7, v8, v10, v11, v12];

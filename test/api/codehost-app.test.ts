@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
 import { after, before, test } from 'node:test';
 import { assertError, createProject, otherTeam } from '../support/api.ts';
+import { codehostOwner } from '../support/codehost.ts';
 import { FakeSidecar } from '../support/fake-sidecar.ts';
 import { FakeGitHub } from '../support/fakes/github.ts';
 import { forEachDialect, startTestServer, type TestServer } from '../support/server.ts';
@@ -20,6 +21,8 @@ const COMPOSE = (tag: string) =>
 const SHA1 = 'a'.repeat(40);
 const SHA2 = 'b'.repeat(40);
 const SHA3 = 'c'.repeat(40);
+const SHA4 = 'd'.repeat(40);
+const SHA5 = 'e'.repeat(40);
 
 async function until<T>(what: string, f: () => T | undefined | Promise<T | undefined>): Promise<T> {
   for (let i = 0; i < 300; i++) {
@@ -31,7 +34,10 @@ async function until<T>(what: string, f: () => T | undefined | Promise<T | undef
 }
 
 forEachDialect('code hosting: the app, webhooks and push-to-deploy', (dialect) => {
+  let base: TestServer;
+  /** Answers as the team of the code-host user who owns the installations. */
   let s: TestServer;
+  let session: string;
   let gh: FakeGitHub;
   let sc: FakeSidecar;
   const dep = async (id: string) => (await s.req('GET', `/v1/deployments/${id}`)).body.deployment;
@@ -48,15 +54,18 @@ forEachDialect('code hosting: the app, webhooks and push-to-deploy', (dialect) =
         [SHA1]: { 'deploy/compose.yaml': COMPOSE('one') },
         [SHA2]: { 'deploy/compose.yaml': COMPOSE('two') },
         [SHA3]: { 'deploy/compose.yaml': 'services: {bad' },
+        [SHA4]: { 'deploy/compose.yaml': COMPOSE('one') },
+        [SHA5]: { 'deploy/compose.yaml': COMPOSE('one') },
       },
     });
-    s = await startTestServer(dialect, { SVC_DEV_LOGIN: '1', ...gh.env(SECRET) });
+    base = await startTestServer(dialect, { SVC_DEV_LOGIN: '1', ...gh.env(SECRET) });
+    ({ s, session } = await codehostOwner(base, gh, 'acme-owner', [957387, 16598467, 77]));
     const jt = await s.req('POST', '/v1/join-tokens', { body: {} });
     sc = await new FakeSidecar(s.url).connect(jt.body.token);
   });
   after(async () => {
     await sc?.close();
-    await s?.close();
+    await base?.close();
     await gh?.close();
   });
 
@@ -97,9 +106,11 @@ forEachDialect('code hosting: the app, webhooks and push-to-deploy', (dialect) =
   test('installation events: created and unsuspend record it, new permissions keep it, deleted removes it', async () => {
     const created = payload('octokit__installation__created.json');
     const id = created.installation.id;
-    assertError(await s.req('POST', `/v1/codehost/installations/${id}/link`), 404, 'has not been reported');
+    const link = (to: number, token = session) =>
+      s.req('POST', `/v1/codehost/installations/${to}/link`, { token });
+    assertError(await link(id), 404, 'not an installation of the app that you can see');
     assert.equal((await send(s, 'installation', created)).status, 200);
-    assert.equal((await s.req('POST', `/v1/codehost/installations/${id}/link`)).status, 200);
+    assert.equal((await link(id)).status, 200);
     const list = async () =>
       (await s.req('GET', '/v1/codehost/installations')).body.installations.map((i: any) => [
         i.InstallationID,
@@ -116,10 +127,10 @@ forEachDialect('code hosting: the app, webhooks and push-to-deploy', (dialect) =
     assert.deepEqual(await list(), []);
     const unsuspend = payload('octokit__installation__unsuspend.json');
     assert.equal((await send(s, 'installation', unsuspend)).status, 200);
-    const other = await otherTeam(s, 'inst-events@example.com');
-    const byOther = `/v1/codehost/installations/${unsuspend.installation.id}/link`;
-    assert.equal((await s.req('POST', byOther, { token: other.key })).status, 200);
-    assertError(await s.req('POST', byOther), 409, 'another team');
+    // Another user who can see it links it first; the owner's link is then 409.
+    const other = await codehostOwner(base, gh, 'acme-admin', [unsuspend.installation.id]);
+    assert.equal((await link(unsuspend.installation.id, other.session)).status, 200);
+    assertError(await link(unsuspend.installation.id), 409, 'another team');
   });
 
   test('repos: what a linked installation sees; another team’s installation is 404', async () => {
@@ -129,7 +140,8 @@ forEachDialect('code hosting: the app, webhooks and push-to-deploy', (dialect) =
       installation: { ...created.installation, id: 77, account: { login: 'acme' } },
     };
     assert.equal((await send(s, 'installation', mine)).status, 200);
-    assert.equal((await s.req('POST', '/v1/codehost/installations/77/link')).status, 200);
+    const linked = await s.req('POST', '/v1/codehost/installations/77/link', { token: session });
+    assert.equal(linked.status, 200, JSON.stringify(linked.body));
     const r = await s.req('GET', '/v1/codehost/repos?installation=77');
     assert.equal(r.status, 200, JSON.stringify(r.body));
     assert.deepEqual(r.body.repos, [{ full_name: 'acme/shop', default_branch: 'main', private: true }]);
@@ -185,6 +197,20 @@ forEachDialect('code hosting: the app, webhooks and push-to-deploy', (dialect) =
     assert.equal(await count(), before);
   });
 
+  test('a signed push replayed with a new delivery id deploys nothing: that commit was deployed to that branch', async () => {
+    const alpha = (await s.req('GET', '/v1/projects/shop/envs')).body.environments.find(
+      (e: any) => e.Name === 'alpha',
+    );
+    const count = async () =>
+      (await s.req('GET', `/v1/envs/${alpha.ID}/deployments`)).body.deployments.length;
+    const before = await count();
+    const replay = await send(s, 'push', push('acme/shop', 'main', SHA1), { id: 'push-main-replayed' });
+    assert.equal(replay.status, 200, JSON.stringify(replay.body));
+    assert.equal(replay.body.projects[0].deployment, undefined, JSON.stringify(replay.body));
+    assert.match(replay.body.projects[0].skipped, /commit a{40} was already deployed to branch main/);
+    assert.equal(await count(), before, 'no second deployment');
+  });
+
   test('other branches: skipped unless the env exists or deploy_branches is on; the env name comes from the branch', async () => {
     const skipped = await send(s, 'push', push('acme/shop', 'feature/Fast', SHA2));
     assert.equal(skipped.body.projects[0].env, 'feature--ast');
@@ -210,7 +236,7 @@ forEachDialect('code hosting: the app, webhooks and push-to-deploy', (dialect) =
     sc.handlers['env.create'] = () => {
       throw new Error('no room');
     };
-    const failing = await send(s, 'push', push('acme/shop', 'main', SHA1));
+    const failing = await send(s, 'push', push('acme/shop', 'main', SHA4));
     const id = failing.body.projects[0].deployment;
     await until('failure', async () => ((await dep(id))?.FinishedAt ? true : undefined));
     const run = await until('failure check run', () =>
@@ -223,7 +249,7 @@ forEachDialect('code hosting: the app, webhooks and push-to-deploy', (dialect) =
 
     gh.checkRunStatus = 403;
     const runs = gh.checkRuns.length;
-    const quiet = await send(s, 'push', push('acme/shop', 'main', SHA1));
+    const quiet = await send(s, 'push', push('acme/shop', 'main', SHA5));
     const qid = quiet.body.projects[0].deployment;
     assert.equal(
       (await until('deploy', async () => ((await dep(qid))?.FinishedAt ? dep(qid) : undefined))).Status,

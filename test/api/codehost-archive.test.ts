@@ -8,16 +8,27 @@ import { after, before, test } from 'node:test';
 import { gzipSync } from 'node:zlib';
 import tar from 'tar-stream';
 import { createProject } from '../support/api.ts';
+import { codehostOwner } from '../support/codehost.ts';
 import { FakeSidecar } from '../support/fake-sidecar.ts';
 import { FakeGitHub } from '../support/fakes/github.ts';
 import { forEachDialect, startTestServer, type TestServer } from '../support/server.ts';
 import { installationCreated, pushPayload, sendWebhook } from '../support/webhooks.ts';
 
 const SHA = '1'.repeat(40);
+/** Another commit with the same files: a push deploys a commit once, so each refusal needs its own. */
+const SHA_B = '3'.repeat(40);
 const COMPOSE =
   'services:\n  app:\n    image: busybox:1\n    command: ["sleep", "infinity"]\n' +
   `    environment: {MODE: "\${MODE}"}\n` +
   '    env_file: [app.env]\n    volumes: ["../conf:/etc/app:ro"]\n';
+
+const FILES = {
+  'ops/compose.yaml': COMPOSE,
+  'ops/.env': 'MODE=from-dotenv\n',
+  'ops/app.env': 'FROM_FILE=yes\n',
+  'conf/app.conf': 'a=1\n',
+  'README.md': 'hello\n',
+};
 
 async function twoTops(): Promise<Buffer> {
   const p = tar.pack();
@@ -30,6 +41,7 @@ async function twoTops(): Promise<Buffer> {
 }
 
 forEachDialect('deploy from source ships the repository as the context', (dialect) => {
+  let base: TestServer;
   let s: TestServer;
   let gh: FakeGitHub;
   let sc: FakeSidecar;
@@ -42,21 +54,13 @@ forEachDialect('deploy from source ships the repository as the context', (dialec
       private: true,
       installation: 78,
       branches: { main: SHA },
-      files: {
-        [SHA]: {
-          'ops/compose.yaml': COMPOSE,
-          'ops/.env': 'MODE=from-dotenv\n',
-          'ops/app.env': 'FROM_FILE=yes\n',
-          'conf/app.conf': 'a=1\n',
-          'README.md': 'hello\n',
-        },
-      },
+      files: { [SHA]: FILES, [SHA_B]: FILES },
     });
-    s = await startTestServer(dialect, gh.env());
+    base = await startTestServer(dialect, gh.env());
+    assert.equal((await sendWebhook(base, 'installation', installationCreated(78, 'acme'))).status, 200);
+    ({ s } = await codehostOwner(base, gh, 'acme-owner', [78], [78]));
     const jt = await s.req('POST', '/v1/join-tokens', { body: {} });
     sc = await new FakeSidecar(s.url).connect(jt.body.token);
-    assert.equal((await sendWebhook(s, 'installation', installationCreated(78, 'acme'))).status, 200);
-    assert.equal((await s.req('POST', '/v1/codehost/installations/78/link')).status, 200);
     await createProject(s, 'site', { source: 'github:acme/site' });
     const src = await s.req('POST', '/v1/projects/site/source', {
       body: { installation_id: 78, compose_path: 'ops/compose.yaml' },
@@ -65,12 +69,12 @@ forEachDialect('deploy from source ships the repository as the context', (dialec
   });
   after(async () => {
     await sc?.close();
-    await s?.close();
+    await base?.close();
     await gh?.close();
   });
 
-  const pushMain = async () => {
-    const r = await sendWebhook(s, 'push', pushPayload('acme/site', 'main', SHA, 78));
+  const pushMain = async (sha = SHA) => {
+    const r = await sendWebhook(s, 'push', pushPayload('acme/site', 'main', sha, 78));
     assert.equal(r.status, 200, JSON.stringify(r.body));
     return r.body.projects[0];
   };
@@ -114,14 +118,14 @@ forEachDialect('deploy from source ships the repository as the context', (dialec
     gh.archiveOverride = Buffer.from('x');
     gh.archiveDeclaredLength = 600 * 1024 * 1024;
     assert.match(
-      (await pushMain()).error,
-      /the archive of acme\/site at 1{40} is 600 MiB; the limit is 512 MiB/,
+      (await pushMain(SHA_B)).error,
+      /the archive of acme\/site at 3{40} is 600 MiB; the limit is 512 MiB/,
     );
     gh.archiveDeclaredLength = 0;
     gh.archiveOverride = await twoTops();
-    assert.match((await pushMain()).error, /more than one top-level entry \('a', 'b'\)/);
+    assert.match((await pushMain(SHA_B)).error, /more than one top-level entry \('a', 'b'\)/);
     gh.archiveOverride = Buffer.from('not a tarball at all'.repeat(100));
-    assert.match((await pushMain()).error, /not a tar archive/);
+    assert.match((await pushMain(SHA_B)).error, /not a tar archive/);
     gh.archiveOverride = null;
     gh.repos[0].branches.main = '2'.repeat(40);
     const gone = await sendWebhook(s, 'push', pushPayload('acme/site', 'main', '2'.repeat(40), 78));

@@ -8,8 +8,10 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
+import { codehostOwner } from '../support/codehost.ts';
 import { FakeGitHub } from '../support/fakes/github.ts';
 import { BUSYBOX_IMAGE, ensureTestImages } from '../support/images.ts';
+import type { TestServer } from '../support/server.ts';
 import { tier } from '../support/tiers.ts';
 import { installationCreated, pushPayload, sendWebhook } from '../support/webhooks.ts';
 import { exec, finished, IDLE_COMMAND, type Real, startReal } from './real.ts';
@@ -30,6 +32,8 @@ services:
 
 describe('deploy from source on real Docker', { skip: tier('docker') }, () => {
   let r: Real;
+  /** The server as the installation owner's team. */
+  let t: TestServer;
   let gh: FakeGitHub;
   let image = '';
 
@@ -54,12 +58,17 @@ describe('deploy from source on real Docker', { skip: tier('docker') }, () => {
         },
       },
     });
-    r = await startReal({ env: gh.env() });
+    r = await startReal({ env: gh.env(), join: false });
     assert.equal((await sendWebhook(r.t, 'installation', installationCreated(91, 'acme'))).status, 200);
-    assert.equal((await r.t.req('POST', '/v1/codehost/installations/91/link')).status, 200);
-    const p = await r.t.req('POST', '/v1/projects', { body: { name: 'stack', source: 'github:acme/stack' } });
+    // Linking needs a user the code host lets see the installation: their team owns the project
+    // and joins the host.
+    ({ s: t } = await codehostOwner(r.t, gh, 'acme-owner', [91], [91]));
+    const jt = await t.req('POST', '/v1/join-tokens', { body: {} });
+    assert.equal(jt.status, 201, JSON.stringify(jt.body));
+    await r.startSidecar(jt.body.token);
+    const p = await t.req('POST', '/v1/projects', { body: { name: 'stack', source: 'github:acme/stack' } });
     assert.equal(p.status, 201, JSON.stringify(p.body));
-    const src = await r.t.req('POST', '/v1/projects/stack/source', {
+    const src = await t.req('POST', '/v1/projects/stack/source', {
       body: { installation_id: 91, compose_path: 'deploy/compose.yaml' },
     });
     assert.equal(src.status, 200, JSON.stringify(src.body));
@@ -71,13 +80,13 @@ describe('deploy from source on real Docker', { skip: tier('docker') }, () => {
   });
 
   test('a push deploys the repository (build:, .env, ../conf), the version records the context digest; destroy removes the built image', async () => {
-    const push = await sendWebhook(r.t, 'push', pushPayload('acme/stack', 'main', SHA, 91));
+    const push = await sendWebhook(t, 'push', pushPayload('acme/stack', 'main', SHA, 91));
     assert.equal(push.status, 200, JSON.stringify(push.body));
     const [out] = push.body.projects;
     assert.ok(out.deployment, JSON.stringify(out));
-    const { deployment, phases } = await finished(r.t, out.deployment);
+    const { deployment, phases } = await finished(t, out.deployment);
     assert.equal(deployment.Status, 'succeeded', `${deployment.Error}\n${r.log().slice(-3000)}`);
-    const got = await exec(r.t, deployment.EnvID, 'app', [
+    const got = await exec(t, deployment.EnvID, 'app', [
       'sh',
       '-c',
       'cat /greeting /motd /etc/app/app.conf; echo $MODE; touch /etc/app/x 2>/dev/null && echo rw || echo ro',
@@ -87,10 +96,10 @@ describe('deploy from source on real Docker', { skip: tier('docker') }, () => {
       'hello-from-the-repo\nbuilt from the pushed commit\nsetting=from-repo\nprod\nro\n',
     );
 
-    const version = (await r.t.req('GET', `/v1/envs/${deployment.EnvID}/versions`)).body.versions.at(-1);
+    const version = (await t.req('GET', `/v1/envs/${deployment.EnvID}/versions`)).body.versions.at(-1);
     image = version.Spec.services[0].image;
     assert.match(image, /^svc-build:[0-9a-f]{64}$/);
-    const up = await r.t.server.ctx.db.get<{ id: string; sha256: string; bytes: number }>(
+    const up = await t.server.ctx.db.get<{ id: string; sha256: string; bytes: number }>(
       'SELECT id, sha256, bytes FROM uploads WHERE id = ?',
       [version.Spec.context.upload],
     );
@@ -104,7 +113,7 @@ describe('deploy from source on real Docker', { skip: tier('docker') }, () => {
     const prepare = phases.find((p: any) => p.Name === 'prepare').Evidence;
     assert.equal(prepare.context, up.sha256, 'the deployment evidence names the context digest');
     assert.match(prepare.digests.app, /^sha256:[0-9a-f]{64}$/);
-    const events = (await r.t.req('GET', `/v1/events?subject=dep:${deployment.ID}`)).body.events;
+    const events = (await t.req('GET', `/v1/events?subject=dep:${deployment.ID}`)).body.events;
     const source = events.find((e: any) => e.Kind === 'deployment.source');
     assert.equal(source?.Body?.context, up.sha256);
 
@@ -117,9 +126,9 @@ describe('deploy from source on real Docker', { skip: tier('docker') }, () => {
       }
     };
     assert.ok(inspect(), 'the built image is there while the environment runs');
-    const destroyed = await r.t.req('DELETE', `/v1/envs/${deployment.EnvID}`);
+    const destroyed = await t.req('DELETE', `/v1/envs/${deployment.EnvID}`);
     assert.equal(destroyed.status, 202, JSON.stringify(destroyed.body));
-    assert.equal((await finished(r.t, destroyed.body.deployment.ID)).deployment.Status, 'succeeded');
+    assert.equal((await finished(t, destroyed.body.deployment.ID)).deployment.Status, 'succeeded');
     assert.equal(inspect(), false, 'no environment uses it any more: the sidecar removed it');
   });
 });

@@ -12,7 +12,7 @@ import { forEachDialect, startTestServer } from '../support/server.ts';
 /** Routes whose path id is not a team's object: installations become one only once linked. */
 const EXCLUDED: Record<string, string> = {
   'POST /v1/codehost/installations/{id}/link':
-    'an installation is the code host’s, not a team’s, until linked; linking one linked elsewhere is 409 (spec)',
+    'an installation is the code host’s, not a team’s, until linked: only a user the code host lets see it links it (an API key gets 403), and one linked elsewhere is 409',
 };
 
 async function tarOfOneFile(): Promise<Buffer> {

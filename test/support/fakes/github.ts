@@ -1,5 +1,6 @@
 // A local stand-in for GitHub speaking its real shapes, for the code-hosting tests: the OAuth pages
-// and token exchange (web base), `/user` and `/user/emails`, the app's installation tokens (the
+// and token exchange (web base; a GitHub App's `ghu_` user tokens, expiring with a one-use `ghr_`
+// refresh token when asked), `/user`, `/user/emails` and `/user/installations` (paginated), the app's installation tokens (the
 // app's RS256 JWT is verified: signature, iss, lifetime), installation repositories, branches,
 // contents at a ref, repository archives (`tarball/{ref}` answers 302 to a codeload-style URL that
 // carries its own token and serves what `git archive` makes of the files at that sha: one top-level
@@ -52,6 +53,8 @@ export interface FakeUser {
   login: string;
   name: string;
   emails: { email: string; primary: boolean; verified: boolean }[];
+  /** The app's installations this user can see (`GET /user/installations`). */
+  installations?: number[];
 }
 
 export interface Recorded {
@@ -68,12 +71,17 @@ export class FakeGitHub {
   readonly clientSecret = 'fake-client-secret';
   url = '';
   repos: FakeRepo[] = [];
+  /** Who authorizes at the next sign-in. */
   user: FakeUser = {
     id: 583231,
     login: 'octocat',
     name: 'The Octocat',
     emails: [{ email: 'octocat@github.example', primary: true, verified: true }],
   };
+  /** Installation id → its account's login, for `GET /user/installations`. */
+  accounts: Record<number, string> = {};
+  /** Issue expiring user tokens (8 h) with refresh tokens (6 months), as GitHub Apps do by default. */
+  expiringTokens = false;
   /** Answer check-run creation with this status instead (e.g. 403: no Checks: write). */
   checkRunStatus = 201;
   requests: Recorded[] = [];
@@ -83,8 +91,9 @@ export class FakeGitHub {
   archiveDeclaredLength = 0;
   #archiveTokens = new Map<string, string>();
   #publicKey: KeyObject;
-  #codes = new Map<string, number>();
-  #userTokens = new Set<string>();
+  #codes = new Map<string, FakeUser>();
+  #userTokens = new Map<string, FakeUser>();
+  #refreshTokens = new Map<string, FakeUser>();
   #instTokens = new Map<string, number>();
   #server: Server;
 
@@ -163,7 +172,7 @@ export class FakeGitHub {
     if (method === 'GET' && p === '/login/oauth/authorize') {
       // The user "authorizes" at once: back to the app's redirect_uri with a code and the state.
       const code = randomBytes(10).toString('hex');
-      this.#codes.set(code, this.user.id);
+      this.#codes.set(code, this.user);
       const back = new URL(u.searchParams.get('redirect_uri') ?? '');
       back.searchParams.set('code', code);
       back.searchParams.set('state', u.searchParams.get('state') ?? '');
@@ -177,14 +186,37 @@ export class FakeGitHub {
           error: 'incorrect_client_credentials',
           error_description: 'The client_id and/or client_secret passed are incorrect.',
         });
-      if (!this.#codes.delete(body?.code))
-        return send(200, {
-          error: 'bad_verification_code',
-          error_description: 'The code passed is incorrect or expired.',
-        });
-      const token = `gho_${randomBytes(12).toString('hex')}`;
-      this.#userTokens.add(token);
-      return send(200, { access_token: token, token_type: 'bearer', scope: 'read:user,user:email' });
+      const refreshing = body?.grant_type === 'refresh_token';
+      const user = refreshing ? this.#refreshTokens.get(body?.refresh_token) : this.#codes.get(body?.code);
+      if (!user)
+        return send(
+          200,
+          refreshing
+            ? {
+                error: 'bad_refresh_token',
+                error_description: 'The refresh token passed is incorrect or expired.',
+              }
+            : {
+                error: 'bad_verification_code',
+                error_description: 'The code passed is incorrect or expired.',
+              },
+        );
+      // A code and a refresh token each work once.
+      this.#codes.delete(body?.code);
+      this.#refreshTokens.delete(body?.refresh_token);
+      const token = `ghu_${randomBytes(12).toString('hex')}`;
+      this.#userTokens.set(token, user);
+      if (!this.expiringTokens) return send(200, { access_token: token, token_type: 'bearer', scope: '' });
+      const refresh = `ghr_${randomBytes(12).toString('hex')}`;
+      this.#refreshTokens.set(refresh, user);
+      return send(200, {
+        access_token: token,
+        expires_in: 28800,
+        refresh_token: refresh,
+        refresh_token_expires_in: 15897600,
+        token_type: 'bearer',
+        scope: '',
+      });
     }
     const codeload = /^\/_codeload\/([^/]+\/[^/]+)\/legacy\.tar\.gz\/([0-9a-f]{40})$/.exec(p);
     if (method === 'GET' && codeload) {
@@ -203,10 +235,12 @@ export class FakeGitHub {
     }
     if (!p.startsWith('/api/v3/')) return send(404, { message: 'Not Found' });
     const api = p.slice('/api/v3'.length);
-    if (api === '/user' || api === '/user/emails') {
-      if (!this.#userTokens.has(bearer)) return send(401, { message: 'Bad credentials' });
-      if (api === '/user/emails') return send(200, this.user.emails);
-      const { id, login, name } = this.user;
+    if (api === '/user' || api === '/user/emails' || api === '/user/installations') {
+      const user = this.#userTokens.get(bearer);
+      if (!user) return send(401, { message: 'Bad credentials' });
+      if (api === '/user/emails') return send(200, user.emails);
+      if (api === '/user/installations') return this.#userInstallations(user, u, send);
+      const { id, login, name } = user;
       return send(200, { id, login, name, email: null, type: 'User' });
     }
     const tokenMatch = /^\/app\/installations\/(\d+)\/access_tokens$/.exec(api);
@@ -276,6 +310,41 @@ export class FakeGitHub {
       return send(200, { id: run.id, ...body });
     }
     return send(404, { message: 'Not Found' });
+  }
+
+  /** Every user token stops working (expired or revoked at the code host); refresh tokens stay. */
+  revokeUserTokens(): void {
+    this.#userTokens.clear();
+  }
+
+  /**
+   * `GET /user/installations`: `{total_count, installations}`, paginated by `per_page` (default
+   * 30, at most 100) and `page`, with GitHub's `Link` header naming the next and last pages.
+   */
+  #userInstallations(
+    user: FakeUser,
+    u: URL,
+    send: (s: number, d: unknown, h?: Record<string, string>) => void,
+  ): void {
+    const ids = user.installations ?? [];
+    const perPage = Math.min(100, Math.max(1, Number(u.searchParams.get('per_page') ?? 30) || 30));
+    const page = Math.max(1, Number(u.searchParams.get('page') ?? 1) || 1);
+    const last = Math.max(1, Math.ceil(ids.length / perPage));
+    const installations = ids.slice((page - 1) * perPage, page * perPage).map((id) => ({
+      id,
+      account: { login: this.accounts[id] ?? `account-${id}`, id: 10_000 + id, type: 'Organization' },
+      app_id: Number(this.appId),
+      target_type: 'Organization',
+      repository_selection: 'selected',
+    }));
+    const at = (n: number) => {
+      const next = new URL(u);
+      next.searchParams.set('page', String(n));
+      next.searchParams.set('per_page', String(perPage));
+      return next.toString();
+    };
+    const links = page < last ? [`<${at(page + 1)}>; rel="next"`, `<${at(last)}>; rel="last"`] : [];
+    send(200, { total_count: ids.length, installations }, links.length ? { link: links.join(', ') } : {});
   }
 
   /** Why a presented app JWT is refused, or '' when GitHub would take it. */
