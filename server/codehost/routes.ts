@@ -3,6 +3,7 @@
 // 503 while their credentials are unset; `/v1/codehost/*` report `configured: false` instead.
 import { Type } from '@sinclair/typebox';
 import type { AppContext } from '../context.ts';
+import { BadRequest } from '../errors.ts';
 import type { App } from '../http/app.ts';
 import { WEBHOOK_PATH } from '../http/rate-limits.ts';
 import { Body, emptyBodyIsObject, SECURED } from '../http/schema.ts';
@@ -105,7 +106,9 @@ export function codehostRoutes(app: App, ctx: AppContext): void {
       },
       async (req) => {
         const h = checkWebhookHeaders(config, req.headers);
-        return handleDelivery(deps, { event: h.event, id: h.id, body: req.body as Buffer });
+        // Only the parser above makes a body, and only a signed one.
+        if (!Buffer.isBuffer(req.body)) throw new BadRequest('webhook without a signed body');
+        return handleDelivery(deps, { event: h.event, id: h.id, body: req.body });
       },
     );
   });

@@ -101,6 +101,8 @@ export class UserTokens {
 
   /** The user's live token: 403 when there is none or it can no longer be renewed. */
   async #token(userId: string): Promise<string> {
+    // Without a secrets key no token could be kept: say which variable, not "sign in".
+    this.#d.secrets.ready();
     return this.#renewals.run(userId, async () => {
       const k = await this.#load(userId);
       if (!k) throw new Forbidden(SIGN_IN_FIRST);

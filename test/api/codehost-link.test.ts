@@ -135,4 +135,24 @@ forEachDialect('linking an installation needs a user the code host lets see it',
     assertError(await link(id, session), 403, 'signed in with the code host');
     gh.expiringTokens = false;
   });
+
+  // Only a Postgres control plane can run without a secrets key (SQLite makes a key file).
+  if (dialect === 'postgres')
+    test('without a secrets key, sign-in still works and linking is 503 naming SVC_SECRETS_KEY', async () => {
+      const bare = await startTestServer(dialect, { ...gh.env(), SVC_SECRETS_KEY: '' });
+      try {
+        assert.equal(
+          (await sendWebhook(bare, 'installation', installationCreated(OTHER, 'b-org'))).status,
+          200,
+        );
+        const session = await signInAtCodehost(bare, gh, codehostUser('keyless', [OTHER]));
+        assertError(
+          await bare.req('POST', `/v1/codehost/installations/${OTHER}/link`, { token: session }),
+          503,
+          'SVC_SECRETS_KEY',
+        );
+      } finally {
+        await bare.close();
+      }
+    });
 });
