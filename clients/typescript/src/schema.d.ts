@@ -286,7 +286,7 @@ export interface paths {
     };
   };
   "/v1/codehost/installations/{id}/link": {
-    /** Link an installation the app has reported to the team */
+    /** Link an installation the signed-in user can see on the code host to the team */
     post: {
       parameters: {
         path: {
