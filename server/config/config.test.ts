@@ -29,6 +29,22 @@ test('defaults follow the spec table', () => {
   assert.equal(c.uploadsSweepMs, 3_600_000);
   const set = parse([], { SVC_UPLOADS_GRACE: '600', SVC_UPLOADS_SWEEP_EVERY: '0' });
   assert.deepEqual([set.uploadsGraceMs, set.uploadsSweepMs], [600_000, 0]);
+  assert.equal(c.metricsToken, '');
+  assert.deepEqual(
+    [c.uploads.quotaBytes, c.uploads.quotaCount, c.uploads.checkMs],
+    [4096 * 1024 * 1024, 1000, 120_000],
+  );
+  const up = parse([], {
+    SVC_UPLOADS_QUOTA: '64',
+    SVC_UPLOADS_QUOTA_COUNT: '0',
+    SVC_UPLOADS_CHECK_TIMEOUT: '30',
+    SVC_METRICS_TOKEN: 'operator-token-0123456789',
+  });
+  assert.deepEqual(
+    [up.uploads.quotaBytes, up.uploads.quotaCount, up.uploads.checkMs],
+    [64 * 1024 * 1024, 0, 30_000],
+  );
+  assert.equal(up.metricsToken, 'operator-token-0123456789');
 });
 
 test('flags work with one dash, two dashes, and =', () => {
@@ -178,6 +194,9 @@ test('bad values are clear errors', () => {
     [[], { SVC_DB_HOST: 'h', SVC_DB_PORT: 'abc' }, /SVC_DB_PORT: 'abc' is not a port/],
     [[], { SVC_UPLOADS_GRACE: '1h' }, /SVC_UPLOADS_GRACE: '1h' is not a whole number of seconds/],
     [[], { SVC_UPLOADS_SWEEP_EVERY: '-5' }, /SVC_UPLOADS_SWEEP_EVERY: '-5' is not a whole number/],
+    [[], { SVC_UPLOADS_QUOTA: '4G' }, /SVC_UPLOADS_QUOTA: '4G' is not a whole number of MiB/],
+    [[], { SVC_UPLOADS_CHECK_TIMEOUT: '0' }, /SVC_UPLOADS_CHECK_TIMEOUT: must be at least 1 second/],
+    [[], { SVC_METRICS_TOKEN: 'short' }, /SVC_METRICS_TOKEN: must be 16 to 512 printable/],
   ];
   for (const [argv, env, want] of cases) {
     assert.throws(

@@ -36,7 +36,36 @@ export interface Config {
   uploadsGraceMs: number;
   /** SVC_UPLOADS_SWEEP_EVERY (seconds, default 3600, 0 = off): how often uploads are collected. */
   uploadsSweepMs: number;
+  /** What one upload may be and what a team may keep (SVC_UPLOADS_QUOTA, ..._QUOTA_COUNT, ..._CHECK_TIMEOUT). */
+  uploads: UploadLimits;
+  /** SVC_METRICS_TOKEN: the operator's bearer token for GET /metrics; '' = /metrics is off (404). */
+  metricsToken: string;
 }
+
+export interface UploadLimits {
+  /** Bytes of one upload as sent (413 past it). */
+  maxBytes: number;
+  /** Bytes read out of the archive when it is checked: entries, headers, padding and zero blocks. */
+  maxUnpackedBytes: number;
+  maxEntries: number;
+  /** How long checking one archive may take (413 past it). */
+  checkMs: number;
+  /** Bytes of uploads a team keeps (each content once); 0 = no quota. */
+  quotaBytes: number;
+  /** Uploads a team keeps; 0 = no quota. */
+  quotaCount: number;
+}
+
+const MiB = 1024 * 1024;
+
+export const DEFAULT_UPLOAD_LIMITS: UploadLimits = {
+  maxBytes: 512 * MiB,
+  maxUnpackedBytes: 2048 * MiB,
+  maxEntries: 100_000,
+  checkMs: 120_000,
+  quotaBytes: 4096 * MiB,
+  quotaCount: 1000,
+};
 
 export class ConfigError extends Error {}
 
@@ -124,11 +153,36 @@ function checkSecretsKey(value: string): string {
 
 /** A whole number of seconds from the environment, or the default when unset. */
 function seconds(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+  return count(env, name, fallback, 'seconds');
+}
+
+/** A whole number from the environment (at most 9 digits), or the default when unset. */
+function count(env: NodeJS.ProcessEnv, name: string, fallback: number, unit: string): number {
   const raw = env[name];
   if (raw === undefined || raw === '') return fallback;
   if (!/^\d{1,9}$/.test(raw))
-    throw new ConfigError(`${name}: '${raw.slice(0, 40)}' is not a whole number of seconds`);
+    throw new ConfigError(`${name}: '${raw.slice(0, 40)}' is not a whole number of ${unit}`);
   return Number(raw);
+}
+
+function uploadLimits(env: NodeJS.ProcessEnv): UploadLimits {
+  const d = DEFAULT_UPLOAD_LIMITS;
+  const checkSec = seconds(env, 'SVC_UPLOADS_CHECK_TIMEOUT', d.checkMs / 1000);
+  if (checkSec === 0) throw new ConfigError('SVC_UPLOADS_CHECK_TIMEOUT: must be at least 1 second');
+  return {
+    ...d,
+    quotaBytes: count(env, 'SVC_UPLOADS_QUOTA', d.quotaBytes / MiB, 'MiB') * MiB,
+    quotaCount: count(env, 'SVC_UPLOADS_QUOTA_COUNT', d.quotaCount, 'uploads'),
+    checkMs: checkSec * 1000,
+  };
+}
+
+/** An operator's bearer token: long enough that guessing it under the failure rate limit is hopeless. */
+function metricsToken(value: string): string {
+  if (value === '') return '';
+  if (!/^[\x21-\x7e]{16,512}$/.test(value))
+    throw new ConfigError('SVC_METRICS_TOKEN: must be 16 to 512 printable characters without spaces');
+  return value;
 }
 
 /** `<db>.uploads` for an embedded database file; under the home directory for Postgres or memory. */
@@ -215,6 +269,8 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
     uploadsDir: env.SVC_UPLOADS_DIR || defaultUploadsDir(db, env),
     uploadsGraceMs: seconds(env, 'SVC_UPLOADS_GRACE', 86_400) * 1000,
     uploadsSweepMs: seconds(env, 'SVC_UPLOADS_SWEEP_EVERY', 3600) * 1000,
+    uploads: uploadLimits(env),
+    metricsToken: metricsToken(env.SVC_METRICS_TOKEN ?? ''),
   };
 }
 

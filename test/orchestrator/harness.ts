@@ -51,8 +51,9 @@ export async function world(
   dialect: DialectName,
   opts: StartOptions = {},
   projectName = 'p1',
+  env: Record<string, string> = {},
 ): Promise<World> {
-  const t = await startTestServer(dialect, {}, opts);
+  const t = await startTestServer(dialect, env, opts);
   const sc = await joinFake(t);
   const p = await t.req('POST', '/v1/projects', { body: { name: projectName } });
   assert.equal(p.status, 201, JSON.stringify(p.body));
