@@ -8,9 +8,11 @@ import { Readable } from 'node:stream';
 import { after, describe, it } from 'node:test';
 import { gzipSync } from 'node:zlib';
 import tar from 'tar-stream';
+import { DEFAULT_UPLOAD_LIMITS } from '../config/config.ts';
 import { BadRequest, TooLarge } from '../errors.ts';
 import { indexArchive, readFiles, receive } from './archive.ts';
 
+const MiB = 1024 * 1024;
 const dir = mkdtempSync(join(tmpdir(), 'svc-archive-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -85,6 +87,29 @@ describe('context archives', () => {
     await assert.rejects(
       indexArchive(junk),
       (err: Error) => err instanceof BadRequest && /not a tar archive/.test(err.message),
+    );
+  });
+
+  it('counts every block read toward the unpacked bound: a gzip of zero blocks is refused', async () => {
+    // One small file, then 8 MiB of zero blocks (tar readers skip them): 8 KiB gzipped.
+    const bomb = gzipSync(Buffer.concat([await tarOf([{ name: 'a', body: 'x' }]), Buffer.alloc(8 * MiB)]));
+    assert.ok(bomb.length < 64 * 1024);
+    const path = file('bomb.tgz', bomb);
+    const bounds = { ...DEFAULT_UPLOAD_LIMITS, maxUnpackedBytes: 4 * MiB };
+    await assert.rejects(
+      indexArchive(path, bounds),
+      (err: Error) => err instanceof TooLarge && /unpacks to more than 4 MiB/.test(err.message),
+    );
+    // Within the bound the same archive is read to its end.
+    const entries = await indexArchive(path, { ...bounds, maxUnpackedBytes: 9 * MiB });
+    assert.deepEqual([...entries.keys()], ['a']);
+  });
+
+  it('bounds the time a check may take: past it, 413 and the streams are closed', async () => {
+    const path = file('slow.tgz', gzipSync(Buffer.alloc(64 * MiB)));
+    await assert.rejects(
+      indexArchive(path, { ...DEFAULT_UPLOAD_LIMITS, checkMs: 1 }),
+      (err: Error) => err instanceof TooLarge && /took longer than 0.001 s/.test(err.message),
     );
   });
 });

@@ -9,11 +9,13 @@ import { pipeline } from 'node:stream/promises';
 import { createGunzip, createGzip } from 'node:zlib';
 import tar from 'tar-stream';
 import type { ContextEntry } from '../compose/context.ts';
+import { DEFAULT_UPLOAD_LIMITS, type UploadLimits } from '../config/config.ts';
 import { BadRequest, TooLarge } from '../errors.ts';
 
-export const MAX_UPLOAD_BYTES = 512 * 1024 * 1024;
-export const MAX_UNPACKED_BYTES = 2 * 1024 * 1024 * 1024;
-export const MAX_ENTRIES = 100_000;
+export const MAX_UPLOAD_BYTES = DEFAULT_UPLOAD_LIMITS.maxBytes;
+
+/** What reading one archive may cost (Config.uploads). */
+export type ReadBounds = Pick<UploadLimits, 'maxUnpackedBytes' | 'maxEntries' | 'checkMs'>;
 
 /** Streams `body` into `path`; rejects with 413 past `limit` bytes. */
 export async function receive(
@@ -26,7 +28,7 @@ export async function receive(
   const meter = new Transform({
     transform(chunk: Buffer, _enc, done) {
       bytes += chunk.length;
-      if (bytes > limit) return done(new TooLarge(`upload larger than ${limit / 1024 / 1024} MiB`));
+      if (bytes > limit) return done(new TooLarge(`upload larger than ${mib(limit)}`));
       hash.update(chunk);
       done(null, chunk);
     },
@@ -36,8 +38,8 @@ export async function receive(
   return { sha256: hash.digest('hex'), bytes };
 }
 
-/** The archive's bytes, gunzipped when they start with the gzip magic. */
-async function tarStream(path: string): Promise<Readable> {
+/** The archive's bytes, gunzipped when they start with the gzip magic, as pipeline stages. */
+async function tarStages(path: string): Promise<Readable[]> {
   const head = await new Promise<Buffer>((resolve, reject) => {
     const s = createReadStream(path, { start: 0, end: 1 });
     const parts: Buffer[] = [];
@@ -46,8 +48,7 @@ async function tarStream(path: string): Promise<Readable> {
     s.on('error', reject);
   });
   const file = createReadStream(path);
-  if (head[0] === 0x1f && head[1] === 0x8b) return file.pipe(createGunzip());
-  return file;
+  return head[0] === 0x1f && head[1] === 0x8b ? [file, createGunzip()] : [file];
 }
 
 /** `./a/b/` → `a/b`; null for an absolute path or one with `..`. */
@@ -60,11 +61,38 @@ export function entryPath(name: string): string | null {
 
 type Visit = (path: string, header: tar.Header, stream: AsyncIterable<unknown>) => Promise<void>;
 
-async function walk(path: string, visit: Visit): Promise<void> {
+/** `n` bytes for messages: MiB with one decimal, KiB below one MiB. */
+export const mib = (n: number) =>
+  n < 1024 * 1024 ? `${Math.ceil(n / 1024)} KiB` : `${Math.round((n / 1024 / 1024) * 10) / 10} MiB`;
+
+/**
+ * Every entry of the archive, in order. Every byte read out of it counts toward the bound,
+ * headers, padding and zero blocks included (a gzip of zero blocks unpacks a thousandfold and
+ * names no entry), and the whole walk is bounded in time: past either bound, 413.
+ */
+async function walk(path: string, visit: Visit, bounds: ReadBounds): Promise<void> {
   const extract = tar.extract();
-  const source = await tarStream(path);
-  source.on('error', (err) => extract.destroy(err));
-  source.pipe(extract);
+  let read = 0;
+  const meter = new Transform({
+    transform(chunk: Buffer, _enc, done) {
+      read += chunk.length;
+      if (read > bounds.maxUnpackedBytes)
+        return done(
+          new TooLarge(
+            `the archive unpacks to more than ${mib(bounds.maxUnpackedBytes)} (headers, padding and zero blocks count)`,
+          ),
+        );
+      done(null, chunk);
+    },
+  });
+  const stages = await tarStages(path);
+  // Errors of any stage reach the loop below through `extract`, which pipeline destroys with them.
+  const flow = pipeline([...stages, meter, extract]).catch(() => {});
+  const timer = setTimeout(() => {
+    const s = bounds.checkMs / 1000;
+    extract.destroy(new TooLarge(`checking the archive took longer than ${s} s; send a smaller archive`));
+  }, bounds.checkMs);
+  timer.unref();
   try {
     for await (const entry of extract) {
       const p = entryPath(entry.header.name);
@@ -74,38 +102,47 @@ async function walk(path: string, visit: Visit): Promise<void> {
       entry.resume();
     }
   } catch (err) {
-    source.destroy();
+    extract.destroy();
     if (err instanceof BadRequest || err instanceof TooLarge) throw err;
     throw new BadRequest(`not a tar archive (raw or gzip): ${(err as Error).message}`);
+  } finally {
+    clearTimeout(timer);
+    for (const s of stages) s.destroy();
+    await flow;
   }
 }
 
 /** Every entry of the archive, validated. */
-export async function indexArchive(path: string): Promise<Map<string, ContextEntry>> {
+export async function indexArchive(
+  path: string,
+  bounds: ReadBounds = DEFAULT_UPLOAD_LIMITS,
+): Promise<Map<string, ContextEntry>> {
   const entries = new Map<string, ContextEntry>();
-  let unpacked = 0;
-  await walk(path, async (p, h) => {
-    if (entries.size >= MAX_ENTRIES) throw new BadRequest(`the archive has more than ${MAX_ENTRIES} entries`);
-    if (p.length > 4096) throw new BadRequest('an archive path is longer than 4096 characters');
-    unpacked += h.size ?? 0;
-    if (unpacked > MAX_UNPACKED_BYTES) throw new TooLarge('the archive unpacks to more than 2 GiB');
-    const parts = p.split('/');
-    for (let i = 1; i < parts.length; i++) {
-      const dir = parts.slice(0, i).join('/');
-      if (!entries.has(dir)) entries.set(dir, { kind: 'dir', size: 0 });
-    }
-    if (p === '') return;
-    if (h.type === 'directory') entries.set(p, { kind: 'dir', size: 0 });
-    else if (h.type === 'file' || h.type === 'contiguous-file')
-      entries.set(p, { kind: 'file', size: h.size ?? 0 });
-    else if (h.type === 'symlink') entries.set(p, { kind: 'symlink', size: 0, link: h.linkname ?? '' });
-    else if (h.type === 'link')
-      throw new BadRequest(`archive entry '${p}' is a hard link; archive the file itself`);
-    else
-      throw new BadRequest(
-        `archive entry '${p}' is a ${h.type}; only files, directories and symlinks are accepted`,
-      );
-  });
+  await walk(
+    path,
+    async (p, h) => {
+      if (entries.size >= bounds.maxEntries)
+        throw new BadRequest(`the archive has more than ${bounds.maxEntries} entries`);
+      if (p.length > 4096) throw new BadRequest('an archive path is longer than 4096 characters');
+      const parts = p.split('/');
+      for (let i = 1; i < parts.length; i++) {
+        const dir = parts.slice(0, i).join('/');
+        if (!entries.has(dir)) entries.set(dir, { kind: 'dir', size: 0 });
+      }
+      if (p === '') return;
+      if (h.type === 'directory') entries.set(p, { kind: 'dir', size: 0 });
+      else if (h.type === 'file' || h.type === 'contiguous-file')
+        entries.set(p, { kind: 'file', size: h.size ?? 0 });
+      else if (h.type === 'symlink') entries.set(p, { kind: 'symlink', size: 0, link: h.linkname ?? '' });
+      else if (h.type === 'link')
+        throw new BadRequest(`archive entry '${p}' is a hard link; archive the file itself`);
+      else
+        throw new BadRequest(
+          `archive entry '${p}' is a ${h.type}; only files, directories and symlinks are accepted`,
+        );
+    },
+    bounds,
+  );
   return entries;
 }
 
@@ -117,12 +154,16 @@ export async function readFiles(
 ): Promise<Map<string, string>> {
   const out = new Map<string, string>();
   if (wanted.size === 0) return out;
-  await walk(path, async (p, h, stream) => {
-    if (!wanted.has(p) || h.type !== 'file' || (h.size ?? 0) > max) return;
-    const parts: Buffer[] = [];
-    for await (const chunk of stream) parts.push(chunk as Buffer);
-    out.set(p, Buffer.concat(parts).toString('utf8'));
-  });
+  await walk(
+    path,
+    async (p, h, stream) => {
+      if (!wanted.has(p) || h.type !== 'file' || (h.size ?? 0) > max) return;
+      const parts: Buffer[] = [];
+      for await (const chunk of stream) parts.push(chunk as Buffer);
+      out.set(p, Buffer.concat(parts).toString('utf8'));
+    },
+    DEFAULT_UPLOAD_LIMITS,
+  );
   return out;
 }
 
@@ -136,21 +177,25 @@ export function stripTopDirectory(path: string): Readable {
   const gz = createGzip();
   pipeline(p, gz).catch(() => {});
   let top: string | null = null;
-  walk(path, async (name, h, stream) => {
-    const cut = name.indexOf('/');
-    const first = cut < 0 ? name : name.slice(0, cut);
-    top ??= first;
-    if (first !== top)
-      throw new BadRequest(
-        `the archive has more than one top-level entry ('${top}', '${first.slice(0, 200)}')`,
-      );
-    const rest = cut < 0 ? '' : name.slice(cut + 1);
-    if (rest === '') return;
-    const header = { name: rest, mode: h.mode, mtime: h.mtime, linkname: h.linkname };
-    if (h.type === 'file' || h.type === 'contiguous-file')
-      await pipeline(stream as Readable, p.entry({ ...header, type: 'file', size: h.size }));
-    else p.entry({ ...header, type: h.type });
-  }).then(
+  walk(
+    path,
+    async (name, h, stream) => {
+      const cut = name.indexOf('/');
+      const first = cut < 0 ? name : name.slice(0, cut);
+      top ??= first;
+      if (first !== top)
+        throw new BadRequest(
+          `the archive has more than one top-level entry ('${top}', '${first.slice(0, 200)}')`,
+        );
+      const rest = cut < 0 ? '' : name.slice(cut + 1);
+      if (rest === '') return;
+      const header = { name: rest, mode: h.mode, mtime: h.mtime, linkname: h.linkname };
+      if (h.type === 'file' || h.type === 'contiguous-file')
+        await pipeline(stream as Readable, p.entry({ ...header, type: 'file', size: h.size }));
+      else p.entry({ ...header, type: h.type });
+    },
+    DEFAULT_UPLOAD_LIMITS,
+  ).then(
     () => p.finalize(),
     (err: Error) => {
       p.destroy(err);
