@@ -10,6 +10,7 @@ import Fastify, {
   LogController,
 } from 'fastify';
 import { BadRequest, SvcError, TooManyRequests } from '../errors.ts';
+import { installBodyTimeouts } from './body-timeouts.ts';
 import { installDrainOnRefusal } from './drain.ts';
 import { DEFAULT_LIMITS, type HttpLimits, mayPoison, nulPath, scanJson } from './limits.ts';
 import { lazyRequestLogger } from './request-logger.ts';
@@ -67,7 +68,8 @@ export async function createHttpApp(opts: HttpOptions): Promise<App> {
   const app = Fastify({
     // H3: a connection holding part of a request (headers or a declared body) is closed, and so
     // is an idle keep-alive one. Answers are not timed: a sandbox may wait its timeout_sec.
-    requestTimeout: limits.requestTimeoutMs,
+    // Node's own bound is only the backstop: body-timeouts.ts bounds each route's body.
+    requestTimeout: Math.max(limits.requestTimeoutMs, limits.uploadTimeoutMs),
     keepAliveTimeout: limits.keepAliveTimeoutMs,
     http: {
       headersTimeout,
@@ -125,6 +127,7 @@ export async function createHttpApp(opts: HttpOptions): Promise<App> {
   });
 
   installDrainOnRefusal(app as unknown as App);
+  installBodyTimeouts(app as unknown as App, limits);
   app.setErrorHandler((err: FastifyError, req, reply) => {
     const { status, message } = statusOf(err);
     // A host or upstream refusing (502/503/504) is an expected answer: one warn line, no stack.

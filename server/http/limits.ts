@@ -7,6 +7,12 @@ import { readFileSync } from 'node:fs';
 export interface HttpLimits {
   /** Whole request (headers and body) must arrive within this; answers are not limited. */
   requestTimeoutMs: number;
+  /**
+   * A streamed upload's body (a route with `config.slowBody`) is cut after this long without a
+   * byte, and after `uploadTimeoutMs` in all: an honest slow link is not cut at `requestTimeoutMs`.
+   */
+  uploadIdleTimeoutMs: number;
+  uploadTimeoutMs: number;
   headersTimeoutMs: number;
   /** An idle keep-alive connection is closed after this. */
   keepAliveTimeoutMs: number;
@@ -42,6 +48,9 @@ export const SMALL_BODY_BYTES = 4096;
 
 export const DEFAULT_LIMITS: HttpLimits = {
   requestTimeoutMs: 120_000,
+  uploadIdleTimeoutMs: 60_000,
+  // 512 MiB at 64 KiB/s takes 2 h 20 min.
+  uploadTimeoutMs: 4 * 3600_000,
   headersTimeoutMs: 15_000,
   keepAliveTimeoutMs: 30_000,
   maxConnections: Math.max(64, Math.min(16_384, openFilesLimit() - 256)),
