@@ -53,7 +53,13 @@ export async function deployCommit(d: CodehostDeps, c: Commit): Promise<Started>
   const compose = await d.github.fileAt(c.installationId, c.repo, c.source.ComposePath, c.sha);
   const project = await requireProject(d.db, c.project.teamId, c.project.id);
   const dir = d.config.uploadsDir;
-  const up = await repositoryContext(d.db, dir, d.github, { ...c, teamId: c.project.teamId });
+  const up = await repositoryContext(
+    d.db,
+    dir,
+    d.github,
+    { ...c, teamId: c.project.teamId },
+    d.config.uploads,
+  );
   const spec = await parseWithContext(d.db, dir, c.project.teamId, compose, up.upload, c.source.ComposePath);
   const caller = { teamId: c.project.teamId, role: 'codehost' };
   const { deployment, phases } = await deploySpec(d.db, d.engine, caller, project, spec, { env: c.env });

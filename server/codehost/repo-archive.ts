@@ -10,6 +10,7 @@ import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import type { ReadableStream as WebReadable } from 'node:stream/web';
+import type { UploadLimits } from '../config/config.ts';
 import type { Db } from '../db/types.ts';
 import { SvcError, TooLarge, Upstream } from '../errors.ts';
 import { MAX_UPLOAD_BYTES, receive, stripTopDirectory } from '../uploads/archive.ts';
@@ -84,6 +85,7 @@ export async function repositoryContext(
   uploadsDir: string,
   gh: GitHub,
   c: { teamId: string; installationId: number; repo: string; sha: string },
+  limits?: UploadLimits,
 ): Promise<Upload> {
   await mkdir(uploadsDir, { recursive: true, mode: 0o700 });
   const tmp = join(uploadsDir, `repo-${randomBytes(8).toString('hex')}.download`);
@@ -95,7 +97,7 @@ export async function repositoryContext(
       if (err instanceof SvcError) throw err;
       throw new Upstream(`code host: downloading the archive of ${c.repo} at ${c.sha}: ${err.message}`);
     });
-    return await createUpload(db, uploadsDir, c.teamId, stripTopDirectory(tmp));
+    return await createUpload(db, uploadsDir, c.teamId, stripTopDirectory(tmp), { limits });
   } finally {
     await rm(tmp, { force: true });
   }

@@ -176,11 +176,21 @@ export function envRoutes(app: App, ctx: AppContext): void {
 
   app.register(async (plain) => {
     const scope = plain.withTypeProvider<TypeBoxTypeProvider>();
-    // Archives are raw bytes; the route's limit is the spec's 32 MiB (413 above it).
+    // Archives are raw bytes; the route's limit is the spec's 32 MiB (413 above it). Any other
+    // type is refused unread: the app's JSON and text parsers would buffer (and parse) a body of
+    // any type up to that limit before the handler refused it.
+    scope.removeAllContentTypeParsers();
     scope.addContentTypeParser(
       ['application/x-tar', 'application/octet-stream'],
       { parseAs: 'buffer', bodyLimit: MAX_ARCHIVE_BYTES },
       (_req, body, done) => done(null, body),
+    );
+    scope.addContentTypeParser('*', (req, _payload, done) =>
+      done(
+        new BadRequest(
+          `send the tar archive as application/x-tar (got '${String(req.headers['content-type'] ?? '').slice(0, 100)}')`,
+        ),
+      ),
     );
     scope.put(
       '/v1/envs/:env/files',

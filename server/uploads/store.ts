@@ -38,6 +38,29 @@ export async function reuseUpload(q: Queryable, teamId: string, sha256: string):
   return changes > 0 ? row.id : undefined;
 }
 
+/** What a team keeps: uploads, their bytes, and the largest (the same bytes again cost nothing). */
+export interface TeamUploads {
+  count: number;
+  bytes: number;
+  largest: number;
+}
+
+export async function teamUploads(q: Queryable, teamId: string): Promise<TeamUploads> {
+  const row = await q.get<{ n: number | string; bytes: number | string; largest: number | string }>(
+    'SELECT COUNT(*) AS n, COALESCE(SUM(bytes), 0) AS bytes, COALESCE(MAX(bytes), 0) AS largest FROM uploads WHERE team_id = ?',
+    [teamId],
+  );
+  return { count: Number(row?.n ?? 0), bytes: Number(row?.bytes ?? 0), largest: Number(row?.largest ?? 0) };
+}
+
+/**
+ * Holds the team's row until the transaction ends (Postgres: a row lock; SQLite: the write
+ * lock), so two uploads of one team are checked against the quota one after the other.
+ */
+export async function lockTeamUploads(q: Queryable, teamId: string): Promise<void> {
+  await q.run('UPDATE teams SET name = name WHERE id = ?', [teamId]);
+}
+
 /** Uploads neither created nor named by a deploy since `before`, oldest first. */
 export async function staleUploads(q: Queryable, before: string, limit: number): Promise<string[]> {
   const rows = await q.all<{ id: string }>(

@@ -60,7 +60,7 @@ for (const dialect of ['sqlite', 'postgres'] as const)
       });
       assert.equal(anon.status, 401);
       const json = await w.t.req('PUT', '/v1/uploads', { body: { not: 'a tar' } });
-      assert.equal(json.status, 400, JSON.stringify(json.body));
+      assert.equal(json.status, 415, JSON.stringify(json.body));
       assert.match(json.body.error, /send the archive as application\/x-tar/);
     });
 
