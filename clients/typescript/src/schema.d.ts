@@ -2306,7 +2306,7 @@ export interface paths {
     };
   };
   "/v1/uploads": {
-    /** Upload a project context (raw tar or tar.gz, at most 512 MiB) */
+    /** Upload a project context (raw tar or tar.gz, at most 512 MiB, within the team quota) */
     put: {
       responses: {
         /** @description Default Response */
