@@ -6,6 +6,7 @@ import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type Docker from 'dockerode';
 import type { Egress, ServiceRecord } from '../protocol/spec.ts';
+import { stagingDir } from './docker/bind-staging.ts';
 import type { ComposeTool } from './docker/compose-tool.ts';
 import type { ProbeOptions } from './docker/egress.ts';
 import { NoComposeTool } from './docker/errors.ts';
@@ -116,5 +117,6 @@ export function stackOf(
     volumePaths,
     subnets: ctx.subnets,
     layerQuota,
+    stageDir: stagingDir(ctx.dataDir, envId),
   });
 }

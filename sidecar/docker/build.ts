@@ -1,17 +1,17 @@
 // build: through the Engine API. The build context (a directory of the project context in the
-// environment's dataset) is streamed as a tar, links packed as links (never followed), with the
-// context's .dockerignore honoured. The image is tagged by content (the control plane computed
-// the tag from the context digest and the options), so an image already present is reused: a
-// redeploy of the same bytes does not rebuild, and forks never build at all.
-import { createReadStream } from 'node:fs';
-import { lstat, readdir, readFile, readlink } from 'node:fs/promises';
-import { join } from 'node:path';
+// environment's dataset) is streamed as a tar, links packed as links (never followed; a link on
+// the way to the context is refused), with the context's .dockerignore honoured. The image is
+// tagged by content (the control plane computed the tag from the context digest and the options),
+// so an image already present is reused: a redeploy of the same bytes does not rebuild, and forks
+// never build at all.
+import { open, readdir, readFile, readlink } from 'node:fs/promises';
 import type Docker from 'dockerode';
 import { pack } from 'tar-stream';
 import { compileIgnore } from '../../protocol/dockerignore.ts';
 import type { ServiceRecord } from '../../protocol/spec.ts';
 import { BUILD_OWNER_LABEL } from './build-gc.ts';
 import { DockerError, dockerMessage } from './errors.ts';
+import { fdPath, kindOf, type Pinned, pinBeneath, pinChild } from './pin.ts';
 
 export const BUILD_LABEL = 'svc.build';
 
@@ -23,36 +23,81 @@ async function exists(docker: Docker, image: string): Promise<string | null> {
   }
 }
 
-/** A tar stream of `dir` (links as links), leaving out what .dockerignore excludes. */
-export async function contextTar(dir: string): Promise<NodeJS.ReadableStream> {
-  const ignore = compileIgnore(await readFile(join(dir, '.dockerignore'), 'utf8').catch(() => ''));
+/**
+ * A tar stream of the directory `rel` beneath `root` (links as links), leaving out what
+ * .dockerignore excludes. The context is a tree a running container may be changing: the way to
+ * it is opened without following any link (a link there is refused), and every entry is reached
+ * through its pinned parent and read through its own pinned descriptor (pin.ts), so a directory
+ * swapped for a link during the walk is packed as that link, never entered.
+ */
+export async function contextTar(root: string, rel = ''): Promise<NodeJS.ReadableStream> {
+  const top = await pinBeneath(root, rel).catch((err: Error) => {
+    throw new DockerError(`build context './${rel}': ${err.message}`);
+  });
+  if (!top.st.isDirectory()) {
+    await top.fh.close();
+    throw new DockerError(`build context './${rel}' is a ${kindOf(top.st)}, not a directory`);
+  }
   const p = pack();
-  const walk = async (rel: string): Promise<void> => {
-    for (const name of (await readdir(join(dir, rel))).sort()) {
-      const path = rel ? `${rel}/${name}` : name;
-      const st = await lstat(join(dir, path));
-      if (ignore(path, st.isDirectory()) && !(path === 'Dockerfile' || path === '.dockerignore')) continue;
-      const header = { name: path, mode: st.mode & 0o7777, mtime: st.mtime, uid: 0, gid: 0 };
-      if (st.isDirectory()) {
-        p.entry({ ...header, type: 'directory' });
-        await walk(path);
-      } else if (st.isSymbolicLink()) {
-        p.entry({ ...header, type: 'symlink', linkname: await readlink(join(dir, path)) });
-      } else if (st.isFile()) {
-        await new Promise<void>((resolve, reject) => {
-          const sink = p.entry({ ...header, type: 'file', size: st.size }, (err) =>
-            err ? reject(err) : resolve(),
-          );
-          createReadStream(join(dir, path)).on('error', reject).pipe(sink);
-        });
+  const walk = async (dir: Pinned, at: string, ignore: (path: string, isDir: boolean) => boolean) => {
+    for (const name of (await readdir(fdPath(dir.fh))).sort()) {
+      const path = at ? `${at}/${name}` : name;
+      const child = await pinChild(dir.fh, name).catch(() => null); // removed meanwhile
+      if (!child) continue;
+      try {
+        const st = child.st;
+        if (ignore(path, st.isDirectory()) && !(path === 'Dockerfile' || path === '.dockerignore')) continue;
+        const header = { name: path, mode: st.mode & 0o7777, mtime: st.mtime, uid: 0, gid: 0 };
+        if (st.isDirectory()) {
+          p.entry({ ...header, type: 'directory' });
+          await walk(child, path, ignore);
+        } else if (st.isSymbolicLink()) {
+          p.entry({ ...header, type: 'symlink', linkname: await readlink(fdPath(dir.fh, name)) });
+        } else if (st.isFile()) {
+          await packFile(p, header, st.size, child);
+        }
+      } finally {
+        await child.fh.close();
       }
     }
   };
-  walk('')
-    .then(() => p.finalize())
-    .catch((err) => p.destroy(err));
+  (async () => {
+    try {
+      const ignore = compileIgnore(await readPinned(top, '.dockerignore'));
+      await walk(top, '', ignore);
+      p.finalize();
+    } finally {
+      await top.fh.close();
+    }
+  })().catch((err) => p.destroy(err));
   return p as unknown as NodeJS.ReadableStream;
 }
+
+/** One file entry, its bytes read from the pinned inode (reopened through /proc/self/fd). */
+async function packFile(p: ReturnType<typeof pack>, header: Headers, size: number, file: Pinned) {
+  const fh = await open(fdPath(file.fh), 'r');
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const sink = p.entry({ ...header, type: 'file', size }, (err) => (err ? reject(err) : resolve()));
+      fh.createReadStream({ autoClose: false }).on('error', reject).pipe(sink);
+    });
+  } finally {
+    await fh.close();
+  }
+}
+
+/** The text of the regular file `name` in a pinned directory; '' when it is absent or not a file. */
+async function readPinned(dir: Pinned, name: string): Promise<string> {
+  const file = await pinChild(dir.fh, name).catch(() => null);
+  if (!file) return '';
+  try {
+    return file.st.isFile() ? await readFile(fdPath(file.fh), 'utf8') : '';
+  } finally {
+    await file.fh.close();
+  }
+}
+
+type Headers = { name: string; mode: number; mtime: Date; uid: number; gid: number };
 
 /**
  * Builds every service with a `build` whose image is not on this host yet, streaming the build
@@ -78,7 +123,7 @@ export async function buildImages(
       continue;
     }
     progress(`build ${s.name}: building from ./${s.build.context || '.'} (${s.build.dockerfile})`);
-    const tar = await contextTar(join(filesDir, s.build.context));
+    const tar = await contextTar(filesDir, s.build.context);
     let stream: NodeJS.ReadableStream;
     try {
       stream = await docker.buildImage(tar, {

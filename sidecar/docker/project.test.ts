@@ -1,42 +1,57 @@
-// The context on the host: bind sources resolve inside it or nothing starts (a link planted in the
+// The context on the host: a build context is read without following links (a link planted in the
 // context since the parse cannot reach the host), and a context is only accepted with its digest.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import type { ServiceRecord } from '../../protocol/spec.ts';
-import { bindSources, ensureContext } from './project.ts';
+import tar from 'tar-stream';
+import { contextTar } from './build.ts';
+import { ensureContext } from './project.ts';
 
 const root = mkdtempSync(join(tmpdir(), 'svc-ctx-'));
 after(() => rmSync(root, { recursive: true, force: true }));
 
-const svc = (binds: ServiceRecord['binds']) => ({ name: 'app', binds }) as ServiceRecord;
+/** `name kind content-or-link` of each entry of a tar stream. */
+async function tarEntries(stream: NodeJS.ReadableStream): Promise<string[]> {
+  const out: string[] = [];
+  const ex = tar.extract();
+  stream.pipe(ex);
+  for await (const entry of ex) {
+    const chunks: Buffer[] = [];
+    for await (const c of entry) chunks.push(c as Buffer);
+    const h = entry.header;
+    out.push(`${h.name} ${h.type} ${h.type === 'symlink' ? h.linkname : Buffer.concat(chunks).toString()}`);
+  }
+  return out;
+}
 
 describe('project context on the host', () => {
-  it('bind sources resolve inside the context; missing ones are created; links out are refused', async () => {
-    const dataset = join(root, 'ds1');
-    mkdirSync(join(dataset, 'files', 'conf'), { recursive: true });
-    symlinkSync('/etc', join(dataset, 'files', 'out'));
-    symlinkSync('conf', join(dataset, 'files', 'in'));
-    const ok = await bindSources(dataset, [
-      svc([
-        { source: 'conf', target: '/c', read_only: true },
-        { source: 'in', target: '/i', read_only: true },
-        { source: 'new/dir', target: '/n', read_only: false },
-      ]),
+  it('a build context is packed without following a link, and a link on the way to it is refused', async () => {
+    const files = join(root, 'ctx', 'files');
+    mkdirSync(join(files, 'app', 'sub'), { recursive: true });
+    writeFileSync(join(files, 'app', 'Dockerfile'), 'FROM scratch\n');
+    writeFileSync(join(files, 'app', 'sub', 'f'), 'mine\n');
+    symlinkSync('/etc', join(files, 'app', 'hostetc'));
+    symlinkSync('/etc', join(files, 'linked'));
+    symlinkSync('app', join(files, 'inside'));
+    const entries = await tarEntries(await contextTar(files, 'app'));
+    assert.deepEqual(entries, [
+      'Dockerfile file FROM scratch\n',
+      'hostetc symlink /etc',
+      'sub directory ',
+      'sub/f file mine\n',
     ]);
-    assert.deepEqual(
-      [...ok.values()].map((p) => p.slice(dataset.length)),
-      ['/files/conf', '/files/conf', '/files/new/dir'],
-    );
-    await assert.rejects(
-      bindSources(dataset, [svc([{ source: 'out/passwd', target: '/x', read_only: true }])]),
-      /the bind of '.\/out\/passwd' resolves outside the project context/,
-    );
+    for (const rel of ['linked', 'inside', 'linked/ssh', 'app/hostetc'])
+      await assert.rejects(
+        contextTar(files, rel),
+        /is a link \(-> '(\/etc|app)'\); links are never followed/,
+        rel,
+      );
+    await assert.rejects(contextTar(files, 'app/Dockerfile'), /is a regular file, not a directory/);
   });
 
   it('fetches once per digest, refuses other bytes, and never writes behind a link', async () => {

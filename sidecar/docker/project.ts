@@ -2,21 +2,10 @@
 // `<dataset>/files/` plus `<dataset>/sha256`, so it is snapshotted, forked and rolled back with the
 // volumes. It is fetched once per digest through the control plane's one-time URL and extracted
 // as hostile input (only files, directories and links, never through a link, no `..`). Bind
-// sources are checked with realpath right before every start: nothing outside the context mounts.
+// sources are pinned and staged right before every start (bind-staging.ts).
 import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
-import {
-  lchown,
-  lstat,
-  mkdir,
-  open,
-  readdir,
-  readFile,
-  realpath,
-  rm,
-  symlink,
-  writeFile,
-} from 'node:fs/promises';
+import { lstat, mkdir, open, readFile, realpath, rm, symlink, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -24,7 +13,7 @@ import type { ReadableStream as WebReadable } from 'node:stream/web';
 import { createGunzip } from 'node:zlib';
 import tar from 'tar-stream';
 import type { BlobRef, Payloads } from '../../protocol/commands.ts';
-import { type BindMount, CONTEXT_VOLUME, type ServiceRecord } from '../../protocol/spec.ts';
+import { CONTEXT_VOLUME, type ServiceRecord } from '../../protocol/spec.ts';
 import { PayloadError } from '../payload.ts';
 
 export const MAX_CONTEXT_BYTES = 512 * 1024 * 1024;
@@ -163,48 +152,4 @@ async function safeParent(root: string, dest: string): Promise<void> {
     throw new Error(`archive entry ${dest} lies behind a link`);
   const st = await lstat(dest).catch(() => null);
   if (st) throw new Error(`archive entry ${dest.slice(root.length + 1)} appears twice`);
-}
-
-/** Host path of each bind, created when absent and checked to resolve inside the context. */
-export async function bindSources(
-  datasetDir: string,
-  services: ServiceRecord[],
-): Promise<Map<BindMount, string>> {
-  const files = contextFiles(datasetDir);
-  await mkdir(files, { recursive: true });
-  const top = await realpath(files);
-  const out = new Map<BindMount, string>();
-  for (const s of services) {
-    for (const b of s.binds ?? []) {
-      const path = join(files, b.source);
-      if (!(await lstat(path).catch(() => null))) await mkdir(path, { recursive: true, mode: 0o755 });
-      const real = await realpath(path);
-      if (real !== top && !real.startsWith(`${top}/`))
-        throw new Error(
-          `service '${s.name}': the bind of './${b.source}' resolves outside the project context`,
-        );
-      out.set(b, real);
-      if (!b.read_only) await giveToUser(real, s.user);
-    }
-  }
-  return out;
-}
-
-/**
- * The context is extracted as the sidecar's user, so a non-root service could not write to its
- * read-write binds (on a developer's machine the checkout belongs to that user). A root-owned rw
- * bind source is handed, with everything under it, to the service's numeric user: it is the
- * environment's own copy, nothing of the host.
- */
-async function giveToUser(path: string, user: string): Promise<void> {
-  const m = /^(\d+)(?::(\d+))?$/.exec(user);
-  if (!m || m[1] === '0' || (await lstat(path)).uid !== 0) return;
-  const uid = Number(m[1]);
-  const gid = Number(m[2] ?? m[1]);
-  const walk = async (p: string): Promise<void> => {
-    await lchown(p, uid, gid);
-    const st = await lstat(p);
-    if (st.isDirectory()) for (const name of await readdir(p)) await walk(join(p, name));
-  };
-  await walk(path);
 }

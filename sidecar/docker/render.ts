@@ -18,6 +18,7 @@ import {
   type HealthCheck,
   type ServiceRecord,
 } from '../../protocol/spec.ts';
+import type { StagedBinds } from './bind-staging.ts';
 import { DockerError } from './errors.ts';
 import { BRIDGE_PREFIX } from './firewall.ts';
 import { renderBinds } from './render-project.ts';
@@ -33,6 +34,8 @@ export interface RenderInput {
   egress: Egress;
   /** volume → host directory of its dataset (the storage layer's `prepare` result). */
   volumePaths: Record<string, string>;
+  /** service → the staging path of each of its relative binds (bind-staging.ts). */
+  stagedBinds?: StagedBinds;
   /** Cpu limits above the host's cpu count are refused by Docker; they are lowered to it. */
   hostCpus?: number;
   /** The network's IPv4 subnet (subnets.ts); Docker's default pools when unset. */
@@ -104,7 +107,7 @@ function service(svc: ServiceRecord, input: RenderInput): Record<string, unknown
   if (deps.length)
     out.depends_on = Object.fromEntries(deps.map(([name, d]) => [name, { condition: d.condition }]));
   if (svc.volumes.length) out.volumes = svc.volumes.map(lit);
-  const binds = renderBinds(svc, input.volumePaths, lit);
+  const binds = renderBinds(svc, input.stagedBinds ?? {}, lit);
   if (binds.length) out.volumes = [...((out.volumes as unknown[]) ?? []), ...binds];
   // '[published:]target[/proto]' is compose's own short form; without a published part Docker picks a host port.
   if (input.egress === 'allow' && svc.ports.length) out.ports = [...svc.ports];

@@ -7,9 +7,10 @@ import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type Docker from 'dockerode';
-import type { Egress, ServiceRecord } from '../../protocol/spec.ts';
+import { CONTEXT_VOLUME, type Egress, type ServiceRecord } from '../../protocol/spec.ts';
 import { AGAIN, retry } from '../../shared/concurrency.ts';
 import { startActive } from './active-health.ts';
+import { type StagedBinds, stageBinds, unstageBinds } from './bind-staging.ts';
 import { type ComposeTool, runCompose } from './compose-tool.ts';
 import { type ProbeOptions, type ProbeReport, verifyEgress } from './egress.ts';
 import { DockerEngine, PROJECT_LABEL } from './engine.ts';
@@ -44,6 +45,8 @@ export interface StackOptions {
   subnets?: SubnetAllocator;
   /** The engine bounds writable layers: services' `storage_opt` sizes are rendered. */
   layerQuota?: boolean;
+  /** Where relative binds are staged (bind-staging.ts); a stack with binds cannot start without it. */
+  stageDir?: string;
 }
 
 export class Stack {
@@ -56,6 +59,8 @@ export class Stack {
   readonly spec: StackSpec;
   readonly tool: ComposeTool;
   private readonly opts: StackOptions;
+  /** Where each relative bind was staged by the latest `up`. */
+  private staged: StagedBinds = {};
 
   constructor(opts: StackOptions) {
     this.opts = opts;
@@ -84,6 +89,7 @@ export class Stack {
       envId: this.envId,
       ...this.spec,
       volumePaths: this.opts.volumePaths ?? {},
+      stagedBinds: this.staged,
       hostCpus: availableParallelism(),
       subnet,
       layerQuota: this.opts.layerQuota,
@@ -109,6 +115,7 @@ export class Stack {
     beforeStart?: () => Promise<void>,
     onStart?: (service: string) => void,
   ): Promise<{ started_in: number }> {
+    await this.stage();
     await this.write();
     if (this.spec.egress === 'deny') await isolateBridge(this.bridge, this.envId, this.opts.firewall);
     const started = Date.now();
@@ -125,6 +132,23 @@ export class Stack {
     const left = timeoutSec * 1000 - (Date.now() - started);
     await startActive(this.engine, this.spec.services, { timeoutMs: Math.max(left, 1000), onStart });
     return { started_in: Date.now() - started };
+  }
+
+  /**
+   * Pins and mounts every relative bind afresh (bind-staging.ts), before any container exists:
+   * what was checked is what each container gets, whatever a service started earlier does.
+   */
+  private async stage(): Promise<void> {
+    const binds = this.spec.services.some((s) => s.binds?.length);
+    if (!this.opts.stageDir) {
+      if (binds) throw new DockerError('this stack has relative binds but no staging directory');
+      return;
+    }
+    this.staged = await stageBinds(
+      this.opts.stageDir,
+      this.opts.volumePaths?.[CONTEXT_VOLUME],
+      this.spec.services,
+    );
   }
 
   /**
@@ -165,7 +189,7 @@ export class Stack {
 
   /**
    * Removes the containers, the network and the volumes' Docker objects (the data stays in the
-   * dataset directories), then the firewall rules. Works without a compose file (after a crash).
+   * dataset directories), the staged binds, then the firewall rules. Works without a compose file (after a crash).
    * No stop grace: every caller (destroy, rollback, a failed create or fork) discards or replaces
    * the data next, so a clean shutdown buys nothing and a 10 s grace made each grader fork's
    * teardown, and so every verify, 10 s slower. Through the Engine API by the project's labels,
@@ -185,6 +209,8 @@ export class Stack {
     } catch (err) {
       throw new DockerError(`removing ${this.project}: ${dockerMessage(err)}`);
     }
+    // No container is left to use the staged binds: nothing of them stays on the host.
+    if (this.opts.stageDir) await unstageBinds(this.opts.stageDir);
     await releaseBridge(this.bridge, this.envId, this.opts.firewall);
   }
 

@@ -16,13 +16,7 @@ import {
 import { buildImages } from '../docker/build.ts';
 import { buildOwner, holdImages } from '../docker/build-gc.ts';
 import { engineBoundsLayers } from '../docker/layer-quota.ts';
-import {
-  bindSources,
-  checkProjectFields,
-  contextFiles,
-  contextOf,
-  ensureContext,
-} from '../docker/project.ts';
+import { checkProjectFields, contextFiles, contextOf, ensureContext } from '../docker/project.ts';
 import type { Stack } from '../docker/stack.ts';
 import { refuseRootAgent, refuseRootProcess } from '../docker/users.ts';
 import type { CommandContext } from '../runner.ts';
@@ -105,8 +99,7 @@ async function startStack(
   paths: Record<string, string>,
 ) {
   await ownFreshVolumes(spec.services, paths);
-  // Binds resolve inside the context on every start (a link planted since cannot point out).
-  if (paths[CONTEXT_VOLUME]) await bindSources(paths[CONTEXT_VOLUME], spec.services);
+  // Relative binds are pinned and staged by `up` itself, on every start (bind-staging.ts).
   await saveSpec(ctx, envId, spec);
   const layerQuota = await layerQuotaFor(ctx, cmd, spec);
   const stack = stackOf(ctx, envId, spec, paths, layerQuota);

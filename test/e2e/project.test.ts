@@ -5,14 +5,13 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { versionDigests } from '../../server/envs/store.ts';
 import { BUSYBOX_IMAGE, ensureTestImages } from '../support/images.ts';
 import { tier } from '../support/tiers.ts';
-import { exec, finished, type Real, startReal } from './real.ts';
+import { exec, finished, type Real, startReal, upload, writeProject } from './real.ts';
 
 const IDLE = `["sh", "-c", "trap 'exit 0' TERM; while :; do sleep 1; done"]`;
 const COMPOSE = `
@@ -35,39 +34,6 @@ volumes: {data: {}}
 secrets:
   token: {file: ./secrets/token.txt}
 `;
-
-/** Writes a project directory; returns its path. */
-export function writeProject(files: Record<string, string>): string {
-  const dir = mkdtempSync(join(tmpdir(), 'svc-project-'));
-  for (const [path, text] of Object.entries(files)) {
-    mkdirSync(join(dir, path, '..'), { recursive: true });
-    writeFileSync(join(dir, path), text);
-  }
-  return dir;
-}
-
-export async function upload(
-  r: Real,
-  dir: string,
-): Promise<{ upload: string; sha256: string; bytes: number }> {
-  const tar = execFileSync('tar', [
-    '-C',
-    dir,
-    '--sort=name',
-    '--mtime=@0',
-    '--owner=0',
-    '--group=0',
-    '-czf',
-    '-',
-    '.',
-  ]);
-  const res = await r.t.req('PUT', '/v1/uploads', {
-    raw: tar,
-    headers: { 'content-type': 'application/gzip' },
-  });
-  assert.equal(res.status, 201, JSON.stringify(res.body));
-  return res.body;
-}
 
 /** Progress lines of the latest command of a kind sent for an environment. */
 async function progressOf(r: Real, envId: string, kind: string): Promise<string[]> {

@@ -3,7 +3,7 @@
 // "the internet": an allow stack reaches it, a deny stack must not.
 import assert from 'node:assert/strict';
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { networkInterfaces, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -221,3 +221,36 @@ services:
 volumes: {work: {}}
 x-svc.agent.service: main
 ${tail}`;
+
+/** Writes a project directory; returns its path. */
+export function writeProject(files: Record<string, string>): string {
+  const dir = mkdtempSync(join(tmpdir(), 'svc-project-'));
+  for (const [path, text] of Object.entries(files)) {
+    mkdirSync(join(dir, path, '..'), { recursive: true });
+    writeFileSync(join(dir, path), text);
+  }
+  return dir;
+}
+
+export async function upload(
+  r: Real,
+  dir: string,
+): Promise<{ upload: string; sha256: string; bytes: number }> {
+  const tar = execFileSync('tar', [
+    '-C',
+    dir,
+    '--sort=name',
+    '--mtime=@0',
+    '--owner=0',
+    '--group=0',
+    '-czf',
+    '-',
+    '.',
+  ]);
+  const res = await r.t.req('PUT', '/v1/uploads', {
+    raw: tar,
+    headers: { 'content-type': 'application/gzip' },
+  });
+  assert.equal(res.status, 201, JSON.stringify(res.body));
+  return res.body;
+}
