@@ -25,6 +25,9 @@ Wants=docker.service
 StartLimitIntervalSec=0
 
 [Service]
+# No PrivateTmp, ProtectSystem, ReadWritePaths, MountFlags or other mount-namespace option: svcd
+# bind-mounts each checked relative bind source onto its staging path, and dockerd must see that
+# mount. In a namespace of its own, dockerd would see only the empty staging path.
 EnvironmentFile=/etc/svc/svcd.env
 ExecStart=/usr/local/bin/svcd join --state /etc/svc/host.json
 Restart=always

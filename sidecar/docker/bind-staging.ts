@@ -13,6 +13,7 @@ import { lstat, mkdir, readdir, realpath, rmdir, stat, unlink, writeFile } from 
 import { dirname, join } from 'node:path';
 import type { ServiceRecord } from '../../protocol/spec.ts';
 import { mounts } from '../storage/mounts.ts';
+import { unpin } from '../verify/pinned.ts';
 import { DockerError } from './errors.ts';
 import { chownPinned, kindOf, type Pinned, PinRefused, pinBeneath } from './pin.ts';
 
@@ -59,7 +60,7 @@ export async function stageBinds(
           await stageOne(pinned, target, b.read_only, s.user, where);
           out[s.name].push(target);
         } finally {
-          await pinned.fh.close();
+          await unpin(pinned);
         }
       }
     }
@@ -71,16 +72,16 @@ export async function stageBinds(
 }
 
 async function stageOne(p: Pinned, target: string, readOnly: boolean, user: string, where: string) {
-  const dir = p.st.isDirectory();
-  if (!dir && !p.st.isFile())
-    throw new DockerError(`${where} is a ${kindOf(p.st)}; only a directory or a regular file can be bound`);
+  const dir = p.stat.isDirectory();
+  if (!dir && !p.stat.isFile())
+    throw new DockerError(`${where} is a ${kindOf(p.stat)}; only a directory or a regular file can be bound`);
   if (!readOnly) await giveToUser(p, user);
   if (dir) await mkdir(target, { mode: 0o700 });
   else await writeFile(target, '', { mode: 0o600, flag: 'wx' });
   await bindFd(p, target, readOnly);
   // What is mounted there now is the inode that was checked, or nothing starts.
   const got = await stat(target);
-  if (got.dev !== p.st.dev || got.ino !== p.st.ino)
+  if (got.dev !== p.stat.dev || got.ino !== p.stat.ino)
     throw new DockerError(`${where}: the staged mount is not the checked source`);
 }
 
@@ -92,7 +93,7 @@ async function stageOne(p: Pinned, target: string, readOnly: boolean, user: stri
  */
 async function giveToUser(p: Pinned, user: string): Promise<void> {
   const m = /^(\d+)(?::(\d+))?$/.exec(user);
-  if (!m || m[1] === '0' || p.st.uid !== 0) return;
+  if (!m || m[1] === '0' || p.stat.uid !== 0) return;
   await chownPinned(p, Number(m[1]), Number(m[2] ?? m[1]));
 }
 
@@ -100,7 +101,11 @@ async function giveToUser(p: Pinned, user: string): Promise<void> {
 function bindFd(p: Pinned, target: string, readOnly: boolean): Promise<void> {
   // --no-canonicalize: mount(8) would otherwise turn /proc/self/fd/3 back into a path name.
   const opts = readOnly ? 'ro,nosuid,nodev' : 'nosuid,nodev';
-  return mountTool('mount', ['--no-canonicalize', '--bind', '-o', opts, '/proc/self/fd/3', target], p.fh.fd);
+  return mountTool(
+    'mount',
+    ['--no-canonicalize', '--bind', '-o', opts, '/proc/self/fd/3', target],
+    p.handle.fd,
+  );
 }
 
 /** Runs mount(8) or umount(8), bounded, `fd` (when given) passed as the child's fd 3. */

@@ -4,14 +4,15 @@
 // tagged by content (the control plane computed the tag from the context digest and the options),
 // so an image already present is reused: a redeploy of the same bytes does not rebuild, and forks
 // never build at all.
-import { open, readdir, readFile, readlink } from 'node:fs/promises';
+import { readlink } from 'node:fs/promises';
 import type Docker from 'dockerode';
 import { pack } from 'tar-stream';
 import { compileIgnore } from '../../protocol/dockerignore.ts';
 import type { ServiceRecord } from '../../protocol/spec.ts';
+import { listPinned, openPinned, type Pinned, pinChild, unpin } from '../verify/pinned.ts';
 import { BUILD_OWNER_LABEL } from './build-gc.ts';
 import { DockerError, dockerMessage } from './errors.ts';
-import { fdPath, kindOf, type Pinned, pinBeneath, pinChild } from './pin.ts';
+import { fdPath, kindOf, pinBeneath } from './pin.ts';
 
 export const BUILD_LABEL = 'svc.build';
 
@@ -34,30 +35,30 @@ export async function contextTar(root: string, rel = ''): Promise<NodeJS.Readabl
   const top = await pinBeneath(root, rel).catch((err: Error) => {
     throw new DockerError(`build context './${rel}': ${err.message}`);
   });
-  if (!top.st.isDirectory()) {
-    await top.fh.close();
-    throw new DockerError(`build context './${rel}' is a ${kindOf(top.st)}, not a directory`);
+  if (!top.stat.isDirectory()) {
+    await unpin(top);
+    throw new DockerError(`build context './${rel}' is a ${kindOf(top.stat)}, not a directory`);
   }
   const p = pack();
   const walk = async (dir: Pinned, at: string, ignore: (path: string, isDir: boolean) => boolean) => {
-    for (const name of (await readdir(fdPath(dir.fh))).sort()) {
+    for (const name of (await listPinned(dir)).sort()) {
       const path = at ? `${at}/${name}` : name;
-      const child = await pinChild(dir.fh, name).catch(() => null); // removed meanwhile
+      const child = await pinChild(dir, name); // null: removed meanwhile
       if (!child) continue;
       try {
-        const st = child.st;
+        const st = child.stat;
         if (ignore(path, st.isDirectory()) && !(path === 'Dockerfile' || path === '.dockerignore')) continue;
         const header = { name: path, mode: st.mode & 0o7777, mtime: st.mtime, uid: 0, gid: 0 };
         if (st.isDirectory()) {
           p.entry({ ...header, type: 'directory' });
           await walk(child, path, ignore);
         } else if (st.isSymbolicLink()) {
-          p.entry({ ...header, type: 'symlink', linkname: await readlink(fdPath(dir.fh, name)) });
+          p.entry({ ...header, type: 'symlink', linkname: await readlink(fdPath(dir, name)) });
         } else if (st.isFile()) {
           await packFile(p, header, st.size, child);
         }
       } finally {
-        await child.fh.close();
+        await unpin(child);
       }
     }
   };
@@ -67,15 +68,15 @@ export async function contextTar(root: string, rel = ''): Promise<NodeJS.Readabl
       await walk(top, '', ignore);
       p.finalize();
     } finally {
-      await top.fh.close();
+      await unpin(top);
     }
   })().catch((err) => p.destroy(err));
   return p as unknown as NodeJS.ReadableStream;
 }
 
-/** One file entry, its bytes read from the pinned inode (reopened through /proc/self/fd). */
+/** One file entry, its bytes read from the pinned inode. */
 async function packFile(p: ReturnType<typeof pack>, header: Headers, size: number, file: Pinned) {
-  const fh = await open(fdPath(file.fh), 'r');
+  const fh = await openPinned(file);
   try {
     await new Promise<void>((resolve, reject) => {
       const sink = p.entry({ ...header, type: 'file', size }, (err) => (err ? reject(err) : resolve()));
@@ -88,12 +89,20 @@ async function packFile(p: ReturnType<typeof pack>, header: Headers, size: numbe
 
 /** The text of the regular file `name` in a pinned directory; '' when it is absent or not a file. */
 async function readPinned(dir: Pinned, name: string): Promise<string> {
-  const file = await pinChild(dir.fh, name).catch(() => null);
-  if (!file) return '';
+  const file = await pinChild(dir, name);
+  if (!file?.stat.isFile()) {
+    await unpin(file);
+    return '';
+  }
   try {
-    return file.st.isFile() ? await readFile(fdPath(file.fh), 'utf8') : '';
+    const fh = await openPinned(file);
+    try {
+      return await fh.readFile('utf8');
+    } finally {
+      await fh.close();
+    }
   } finally {
-    await file.fh.close();
+    await unpin(file);
   }
 }
 

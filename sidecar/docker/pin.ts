@@ -1,39 +1,20 @@
 // Paths inside a tree that containers can write (the project context), opened so that what was
-// checked is what is used: every component is opened relative to its already-open parent with
-// O_PATH|O_NOFOLLOW, so a link at any component is seen (and refused), never followed, and the
-// descriptor that results names one inode for good, whatever is renamed or swapped afterwards.
-// The descriptor is used through `/proc/self/fd/<n>`, which the kernel resolves to exactly that
-// inode (reading, chown, mounting), never by its path name again.
-import { constants, type Stats } from 'node:fs';
-import { chown, type FileHandle, lchown, mkdir, open, readdir, readlink } from 'node:fs/promises';
+// checked is what is used: every component is pinned relative to its already-pinned parent with
+// O_PATH|O_NOFOLLOW (verify/pinned.ts), so a link at any component is seen (and refused), never
+// followed, and the descriptor that results names one inode for good, whatever is renamed or
+// swapped afterwards. It is used through `/proc/self/fd/<n>`, which the kernel resolves to exactly
+// that inode (reading, chown, mounting), never by its path name again.
+import type { Stats } from 'node:fs';
+import { chown, lchown, mkdir, readlink } from 'node:fs/promises';
+import { listPinned, type Pinned, pinChild, pinRoot, unpin } from '../verify/pinned.ts';
 
-/** Linux O_PATH: a handle on the inode itself, for fstat and for `/proc/self/fd/<n>`. */
-export const O_PATH = 0o10000000;
-const PIN = O_PATH | constants.O_NOFOLLOW;
+export type { Pinned };
 
-export interface Pinned {
-  fh: FileHandle;
-  st: Stats;
-}
-
-/** A link, a missing parent or a wrong kind on the way to a path the tenant controls. */
+/** A link, a missing component or a wrong kind on the way to a path the tenant controls. */
 export class PinRefused extends Error {}
 
 /** `/proc/self/fd/<n>` of a pinned inode, or of `name` inside a pinned directory. */
-export const fdPath = (fh: FileHandle, name = '') => `/proc/self/fd/${fh.fd}${name ? `/${name}` : ''}`;
-
-/** Opens `name` inside the pinned directory `dir` without following it (a link comes back as a link). */
-export async function pinChild(dir: FileHandle, name: string): Promise<Pinned> {
-  if (!name || name === '.' || name === '..' || name.includes('/'))
-    throw new PinRefused(`'${name}' is not a single path component`);
-  const fh = await open(fdPath(dir, name), PIN);
-  try {
-    return { fh, st: await fh.stat() };
-  } catch (err) {
-    await fh.close();
-    throw err;
-  }
-}
+export const fdPath = (p: Pinned, name = '') => `/proc/self/fd/${p.handle.fd}${name ? `/${name}` : ''}`;
 
 export function kindOf(st: Stats): string {
   if (st.isDirectory()) return 'directory';
@@ -45,40 +26,37 @@ export function kindOf(st: Stats): string {
 }
 
 /**
- * Opens `rel` beneath the trusted directory `root`, one component at a time: a link at any
+ * Pins `rel` beneath the trusted directory `root`, one component at a time: a link at any
  * component is refused, every component but the last must be a directory. With `create`, a
- * missing component is made as a directory inside its pinned parent. The caller closes `fh`.
+ * missing component is made as a directory inside its pinned parent. The caller unpins it.
  */
 export async function pinBeneath(root: string, rel: string, create = false): Promise<Pinned> {
-  const rootFh = await open(root, O_PATH | constants.O_DIRECTORY);
-  let cur: Pinned = { fh: rootFh, st: null as unknown as Stats };
+  let cur = await pinRoot(root);
   const seen: string[] = [];
   try {
-    cur.st = await rootFh.stat();
     for (const name of rel.split('/').filter((x) => x !== '' && x !== '.')) {
-      if (!cur.st.isDirectory())
-        throw new PinRefused(`'${seen.join('/')}' is a ${kindOf(cur.st)}, not a directory`);
-      const parent = cur.fh;
-      const next = await pinChild(parent, name).catch(async (err: NodeJS.ErrnoException) => {
-        if (err.code !== 'ENOENT') throw err;
-        if (!create) throw new PinRefused(`'${[...seen, name].join('/')}' does not exist`);
-        await mkdir(fdPath(parent, name), { mode: 0o755 }).catch((e: NodeJS.ErrnoException) => {
+      if (!cur.stat.isDirectory())
+        throw new PinRefused(`'${seen.join('/')}' is a ${kindOf(cur.stat)}, not a directory`);
+      seen.push(name);
+      let next = await pinChild(cur, name);
+      if (!next && create) {
+        await mkdir(fdPath(cur, name), { mode: 0o755 }).catch((e: NodeJS.ErrnoException) => {
           if (e.code !== 'EEXIST') throw e;
         });
-        return pinChild(parent, name);
-      });
-      seen.push(name);
-      if (next.st.isSymbolicLink()) {
-        const target = await readlink(fdPath(parent, name)).catch(() => '?');
-        await next.fh.close();
+        next = await pinChild(cur, name);
+      }
+      if (!next) throw new PinRefused(`'${seen.join('/')}' does not exist`);
+      if (next.stat.isSymbolicLink()) {
+        const target = await readlink(fdPath(cur, name)).catch(() => '?');
+        await unpin(next);
         throw new PinRefused(`'${seen.join('/')}' is a link (-> '${target}'); links are never followed here`);
       }
-      await parent.close();
+      await unpin(cur);
       cur = next;
     }
     return cur;
   } catch (err) {
-    await cur.fh.close().catch(() => {});
+    await unpin(cur);
     throw err;
   }
 }
@@ -89,16 +67,16 @@ export async function pinBeneath(root: string, rel: string, create = false): Pro
  */
 export async function chownPinned(node: Pinned, uid: number, gid: number): Promise<void> {
   // chown of /proc/self/fd/<n> follows the magic link to exactly this inode (fchown refuses O_PATH).
-  await chown(fdPath(node.fh), uid, gid);
-  if (!node.st.isDirectory()) return;
-  for (const name of await readdir(fdPath(node.fh))) {
-    const child = await pinChild(node.fh, name).catch(() => null); // removed meanwhile
+  await chown(fdPath(node), uid, gid);
+  if (!node.stat.isDirectory()) return;
+  for (const name of await listPinned(node)) {
+    const child = await pinChild(node, name); // null: removed meanwhile
     if (!child) continue;
     try {
-      if (child.st.isSymbolicLink()) await lchown(fdPath(node.fh, name), uid, gid);
+      if (child.stat.isSymbolicLink()) await lchown(fdPath(node, name), uid, gid);
       else await chownPinned(child, uid, gid);
     } finally {
-      await child.fh.close();
+      await unpin(child);
     }
   }
 }
