@@ -15,7 +15,7 @@ import type { ServiceRecord } from '../../protocol/spec.ts';
 import { mounts } from '../storage/mounts.ts';
 import { unpin } from '../verify/pinned.ts';
 import { DockerError } from './errors.ts';
-import { chownPinned, kindOf, type Pinned, PinRefused, pinBeneath } from './pin.ts';
+import { chownPinned, contextWhy, kindOf, type Pinned, pinBeneath } from './pin.ts';
 
 /** service name → the staged host path of each of its binds, in order. */
 export type StagedBinds = Record<string, string[]>;
@@ -51,9 +51,7 @@ export async function stageBinds(
       for (const [j, b] of (s.binds ?? []).entries()) {
         const where = `service '${s.name}': the bind of './${b.source}'`;
         const pinned = await pinBeneath(datasetDir, join('files', b.source), true).catch((err: Error) => {
-          throw new DockerError(
-            `${where}: ${err instanceof PinRefused ? err.message.replace(/^'files\/?/, "'./") : err.message}`,
-          );
+          throw new DockerError(`${where}: ${contextWhy(err)}`);
         });
         try {
           const target = join(stageDir, `${i}.${j}`);

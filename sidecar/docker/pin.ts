@@ -13,6 +13,10 @@ export type { Pinned };
 /** A link, a missing component or a wrong kind on the way to a path the tenant controls. */
 export class PinRefused extends Error {}
 
+/** A refusal of `pinBeneath(dataset, 'files/<path>')` in the compose file's terms (`./<path>`). */
+export const contextWhy = (err: Error) =>
+  err instanceof PinRefused ? err.message.replace(/^'files\/?/, "'./") : err.message;
+
 /** `/proc/self/fd/<n>` of a pinned inode, or of `name` inside a pinned directory. */
 export const fdPath = (p: Pinned, name = '') => `/proc/self/fd/${p.handle.fd}${name ? `/${name}` : ''}`;
 

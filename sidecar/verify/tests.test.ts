@@ -15,7 +15,9 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { layer, treeDigest } from './tests.ts';
+import type { VerifierSpec } from '../../protocol/spec.ts';
+import type { SidecarContext } from '../context.ts';
+import { graderExtras, layer, treeDigest } from './tests.ts';
 
 const root = mkdtempSync(join(tmpdir(), 'svc-layer-'));
 after(() => rmSync(root, { recursive: true, force: true }));
@@ -65,5 +67,33 @@ describe('layered tests', () => {
     assert.ok(lstatSync(join(out, 'sub')).isDirectory());
     assert.equal(readFileSync(join(out, 'evil.sh'), 'utf8'), 'overwrite\n');
     assert.equal(readFileSync(join(out, 'd'), 'utf8'), 'now a file\n');
+  });
+
+  it('tests are copied through pinned descriptors: a link on the way is refused, never followed', async () => {
+    const dataset = join(root, 'ds');
+    mkdirSync(join(dataset, 'files', 'tests', 'deep'), { recursive: true });
+    writeFileSync(join(dataset, 'files', 'tests', 'test.sh'), 'echo ok\n');
+    symlinkSync('/etc', join(dataset, 'files', 'hostetc'));
+    symlinkSync('/etc', join(dataset, 'files', 'tests', 'inner'));
+    const ctx = { storage: { volumePath: () => dataset } } as unknown as SidecarContext;
+    const work = join(root, 'work');
+    mkdirSync(work);
+    const verifier = (tests: string | string[]) => ({ tests }) as VerifierSpec;
+    const extras = await graderExtras(ctx, 'env_x', verifier('tests'), work);
+    assert.deepEqual(extras.binds, [`${work}/tests:/tests:ro`], 'a copy, never the context itself');
+    assert.equal(readFileSync(join(work, 'tests', 'test.sh'), 'utf8'), 'echo ok\n');
+    assert.equal(readlinkSync(join(work, 'tests', 'inner')), '/etc', 'a link inside is copied as a link');
+    for (const tests of ['hostetc', 'hostetc/ssh', 'tests/inner'])
+      await assert.rejects(
+        graderExtras(ctx, 'env_x', verifier(tests), work),
+        /is a link \(-> '\/etc'\)/,
+        tests,
+      );
+    let deep = join(dataset, 'files', 'tests', 'deep');
+    for (let i = 0; i < 34; i++) {
+      deep = join(deep, 'd');
+      mkdirSync(deep);
+    }
+    await assert.rejects(graderExtras(ctx, 'env_x', verifier('tests'), work), /deeper than 32 levels/);
   });
 });

@@ -1,15 +1,18 @@
 // What a verifier gets beyond the base contract: the task's tests (directories of the project
-// context, taken from the grader fork's own copy, layered in order) mounted read-only at /tests in
-// the verifier's container only, and the verifier's own variables. The tests' digest (every path, kind and byte)
+// context, taken from the grader fork's own copy through pinned descriptors, layered in order into
+// a root-owned copy) mounted read-only at /tests in the verifier's container only, and the verifier's own variables. The tests' digest (every path, kind and byte)
 // goes into the evidence, so a recorded grade names exactly what graded it.
 import { createHash } from 'node:crypto';
-import { constants } from 'node:fs';
-import { copyFile, lstat, mkdir, readdir, readFile, readlink, realpath, rm, symlink } from 'node:fs/promises';
+import { createWriteStream } from 'node:fs';
+import { lstat, mkdir, readdir, readFile, readlink, rm, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { pipeline } from 'node:stream/promises';
 import { CONTEXT_VOLUME, type VerifierSpec } from '../../protocol/spec.ts';
 import type { SidecarContext } from '../context.ts';
-import { contextFiles } from '../docker/project.ts';
+import { contextWhy, fdPath, kindOf, pinBeneath } from '../docker/pin.ts';
 import { PayloadError } from '../payload.ts';
+import { LIMITS } from './limits.ts';
+import { listPinned, openPinned, type Pinned, pinChild, pinRoot, unpin } from './pinned.ts';
 
 export interface GraderExtras {
   binds: string[];
@@ -45,43 +48,84 @@ export async function treeDigest(root: string): Promise<string> {
  * Copies the tree `src` over `dst` without ever following a link on either side: an entry of a
  * later layer replaces whatever the earlier one left at its path (a link included, so a link of one
  * layer can never redirect the next layer's files out of the copy). Links are copied as links; the
- * verifier sees them inside its own container only.
+ * verifier sees them inside its own container only. `src` is read through pinned descriptors (it
+ * lies in the grader fork's context, which its running services may be changing), within the
+ * submission's bounds (`budget` is shared by the layers of one copy).
  */
-export async function layer(src: string, dst: string): Promise<void> {
-  for (const name of await readdir(src)) {
-    const from = join(src, name);
-    const to = join(dst, name);
-    const st = await lstat(from);
-    const there = await lstat(to).catch(() => null);
-    if (st.isDirectory()) {
-      if (there && !there.isDirectory()) await rm(to, { force: true });
-      if (!there?.isDirectory()) await mkdir(to, { mode: 0o755 });
-      await layer(from, to);
-      continue;
+export async function layer(src: string | Pinned, dst: string, budget = { bytes: 0, files: 0 }, depth = 0) {
+  const dir = typeof src === 'string' ? await pinRoot(src) : src;
+  try {
+    if (depth > LIMITS.depth) throw new Error(`the verifier's tests are deeper than ${LIMITS.depth} levels`);
+    for (const name of await listPinned(dir)) {
+      const entry = await pinChild(dir, name); // null: removed meanwhile
+      if (!entry) continue;
+      try {
+        await layerEntry(dir, name, entry, join(dst, name), budget, depth);
+      } finally {
+        await unpin(entry);
+      }
     }
-    if (!st.isFile() && !st.isSymbolicLink()) continue;
-    if (there) await rm(to, { recursive: true, force: true });
-    if (st.isFile()) await copyFile(from, to, constants.COPYFILE_EXCL);
-    else await symlink(await readlink(from), to);
+  } finally {
+    if (typeof src === 'string') await unpin(dir);
   }
 }
 
-/** A context directory of the tests, resolved inside the context (links out refused). */
-async function testsDir(files: string, top: string, tests: unknown): Promise<string> {
+async function layerEntry(
+  dir: Pinned,
+  name: string,
+  entry: Pinned,
+  to: string,
+  budget: { bytes: number; files: number },
+  depth: number,
+): Promise<void> {
+  const st = entry.stat;
+  const there = await lstat(to).catch(() => null);
+  if (st.isDirectory()) {
+    if (there && !there.isDirectory()) await rm(to, { force: true });
+    if (!there?.isDirectory()) await mkdir(to, { mode: 0o755 });
+    return layer(entry, to, budget, depth + 1);
+  }
+  if (!st.isFile() && !st.isSymbolicLink()) return;
+  if (there) await rm(to, { recursive: true, force: true });
+  if (st.isSymbolicLink()) return symlink(await readlink(fdPath(dir, name)), to);
+  budget.files++;
+  budget.bytes += st.size;
+  if (budget.bytes > LIMITS.bytes || budget.files > LIMITS.files)
+    throw new Error(
+      `the verifier's tests are larger than ${LIMITS.bytes >> 20} MiB or ${LIMITS.files} files`,
+    );
+  const mode = st.mode & 0o777;
+  if (st.size === 0) return writeFile(to, '', { flag: 'wx', mode });
+  const fh = await openPinned(entry);
+  try {
+    // Only the size that was counted is copied, however the file grows meanwhile.
+    const from = fh.createReadStream({ autoClose: false, start: 0, end: st.size - 1 });
+    await pipeline(from, createWriteStream(to, { flags: 'wx', mode }));
+  } finally {
+    await fh.close();
+  }
+}
+
+/** A context directory of the tests, pinned beneath the context (a link on the way is refused). */
+async function testsDir(dataset: string, tests: unknown): Promise<Pinned> {
   if (typeof tests !== 'string' || tests === '' || tests.startsWith('/') || tests.split('/').includes('..'))
     throw new PayloadError('verifier.tests must be directories inside the project context');
-  const dir = await realpath(join(files, tests)).catch(() => {
-    throw new Error(`the verifier's tests '${tests}' are not in this environment's project context`);
+  const dir = await pinBeneath(dataset, join('files', tests)).catch((err: Error) => {
+    throw new Error(
+      `the verifier's tests '${tests}' are not a directory of this environment's project context: ${contextWhy(err)}`,
+    );
   });
-  if (!dir.startsWith(`${top}/`))
-    throw new Error(`the verifier's tests '${tests}' resolve outside the project context`);
+  if (!dir.stat.isDirectory()) {
+    await unpin(dir);
+    throw new Error(`the verifier's tests '${tests}' are a ${kindOf(dir.stat)}, not a directory`);
+  }
   return dir;
 }
 
 /**
- * `work` is the verify run's own directory: several tests directories are layered into
- * `<work>/tests` in order (a later one's files replace same-named ones, as Harbor merges a step's
- * tests over the task's), root-owned, and that copy is what the verifier sees.
+ * `work` is the verify run's own directory: the tests directories are layered into `<work>/tests`
+ * in order (a later one's files replace same-named ones, as Harbor merges a step's tests over the
+ * task's), root-owned, and that copy is what the verifier sees.
  */
 export async function graderExtras(
   ctx: SidecarContext,
@@ -98,16 +142,20 @@ export async function graderExtras(
   const list = Array.isArray(verifier.tests) ? verifier.tests : [verifier.tests];
   if (list.length === 0 || list.length > 16)
     throw new PayloadError('verifier.tests lists 1 to 16 directories');
-  const files = contextFiles(ctx.storage.volumePath(envId, CONTEXT_VOLUME));
-  const top = await realpath(files);
-  const dirs: string[] = [];
-  for (const t of list) dirs.push(await testsDir(files, top, t));
-  let dir = dirs[0];
-  if (dirs.length > 1) {
-    dir = join(work, 'tests');
-    await rm(dir, { recursive: true, force: true });
-    await mkdir(dir, { mode: 0o755 });
-    for (const d of dirs) await layer(d, dir);
+  // Always a copy, root-owned in the run's own directory: the context's own directory could be
+  // swapped for a link by a running service between any check and Docker's mount.
+  const dataset = ctx.storage.volumePath(envId, CONTEXT_VOLUME);
+  const dir = join(work, 'tests');
+  await rm(dir, { recursive: true, force: true });
+  await mkdir(dir, { mode: 0o755 });
+  const budget = { bytes: 0, files: 0 };
+  for (const t of list) {
+    const src = await testsDir(dataset, t);
+    try {
+      await layer(src, dir, budget);
+    } finally {
+      await unpin(src);
+    }
   }
   return { binds: [`${dir}:/tests:ro`], env, testsDigest: await treeDigest(dir) };
 }
