@@ -108,6 +108,26 @@ describe('relative binds staged from pinned sources', { skip: tier('docker') }, 
   });
 });
 
+describe('relative binds from a svcd in a mount namespace of its own', { skip: tier('docker') }, () => {
+  it('are refused: dockerd would never see the staged mount', () => {
+    const dataset = join(root, 'ds-ns');
+    mkdirSync(join(dataset, 'files', 'conf'), { recursive: true });
+    const stage = stagingDir(root, 'env_ns');
+    // What systemd's PrivateTmp or ProtectSystem gives a service: a private copy of the mounts.
+    const script = `import { stageBinds } from ${JSON.stringify(new URL('./bind-staging.ts', import.meta.url).pathname)};
+      await stageBinds(${JSON.stringify(stage)}, ${JSON.stringify(dataset)},
+        [{ name: 'a', user: '', binds: [{ source: 'conf', target: '/c', read_only: true }] }])
+        .then(() => console.log('staged'), (e) => console.log(e.message));`;
+    const out = execFileSync(
+      'unshare',
+      ['-m', '--propagation', 'slave', process.execPath, '--input-type=module', '-e', script],
+      { encoding: 'utf8' },
+    );
+    assert.match(out, /svcd runs in another mount namespace than dockerd/);
+    assert.equal(existsSync(stage), false);
+  });
+});
+
 describe('relative binds without root', () => {
   it('are refused, never mounted from the path', async () => {
     const dataset = join(root, 'ds-user');

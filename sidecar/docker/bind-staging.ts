@@ -9,7 +9,18 @@
 // goes down. Mounting needs root; a svcd that is not root refuses relative binds rather than
 // hand Docker the unpinned path.
 import { spawn } from 'node:child_process';
-import { lstat, mkdir, readdir, realpath, rmdir, stat, unlink, writeFile } from 'node:fs/promises';
+import {
+  lstat,
+  mkdir,
+  readdir,
+  readFile,
+  readlink,
+  realpath,
+  rmdir,
+  stat,
+  unlink,
+  writeFile,
+} from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import type { ServiceRecord } from '../../protocol/spec.ts';
 import { mounts } from '../storage/mounts.ts';
@@ -42,6 +53,7 @@ export async function stageBinds(
     throw new DockerError(
       `relative binds need svcd to run as root: each checked source is bind-mounted into svcd's staging directory so that no container can swap it before Docker mounts it (this svcd runs as uid ${process.getuid?.()})`,
     );
+  await sameMountsAsDockerd();
   await mkdir(dirname(stageDir), { recursive: true, mode: 0o700 });
   await mkdir(stageDir, { mode: 0o700 });
   const out: StagedBinds = {};
@@ -67,6 +79,25 @@ export async function stageBinds(
     throw err;
   }
   return out;
+}
+
+/**
+ * A svcd in a mount namespace of its own (systemd's PrivateTmp, ProtectSystem, …) mounts where
+ * dockerd never looks: its containers would get the empty staging path. Said plainly instead,
+ * when dockerd's pid file names a dockerd whose namespace can be read.
+ */
+async function sameMountsAsDockerd(pidFile = '/run/docker.pid'): Promise<void> {
+  const pid = (await readFile(pidFile, 'utf8').catch(() => '')).trim();
+  if (!/^\d+$/.test(pid)) return;
+  const comm = (await readFile(`/proc/${pid}/comm`, 'utf8').catch(() => '')).trim();
+  if (comm !== 'dockerd') return;
+  const [theirs, ours] = await Promise.all(
+    [`/proc/${pid}/ns/mnt`, '/proc/self/ns/mnt'].map((p) => readlink(p).catch(() => null)),
+  );
+  if (theirs && ours && theirs !== ours)
+    throw new DockerError(
+      `svcd runs in another mount namespace than dockerd (pid ${pid}), which would not see its staged relative binds: run svcd without PrivateTmp, ProtectSystem or other mount-namespace options`,
+    );
 }
 
 async function stageOne(p: Pinned, target: string, readOnly: boolean, user: string, where: string) {
