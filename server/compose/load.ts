@@ -1,17 +1,12 @@
-// Text → tree: size limit, YAML (merge keys on, alias limits kept), then compose interpolation of
+// Text → tree: size and work limits, YAML (merge keys on; anchors resolved in yaml-tree.ts), then compose interpolation of
 // every string value with the caller's variables only (never the server's own process.env).
-import { type Document, isAlias, isMap, isPair, isScalar, isSeq, parseDocument } from 'yaml';
+import { type Document, isAlias, isMap, isPair, isScalar, isSeq, Lexer, parseDocument } from 'yaml';
 import { ComposeError, fail, type Node, type NodeMap } from './tree.ts';
+import { documentValue } from './yaml-tree.ts';
 
 export const MAX_COMPOSE_BYTES = 1024 * 1024;
 const MAX_DEPTH = 64;
 const MAX_NESTED_INTERPOLATION = 16;
-/**
- * The yaml package's own guard against alias bombs (billion laughs). Its default (100) refuses
- * real files: sentry self-hosted's merge-key defaults need about 1,500. Exponential bombs still
- * blow far past this, and MAX_VALUES below bounds what a wide fan-out of aliases can expand to.
- */
-const MAX_ALIAS_COUNT = 5000;
 /** Values (scalars, lists, mappings) after alias expansion. */
 const MAX_VALUES = 500_000;
 /** Keys of one mapping: more than any real file (500 services, a few thousand variables). */
@@ -31,8 +26,10 @@ export function loadCompose(text: unknown, env: Record<string, string>): Loaded 
   if (bytes > MAX_COMPOSE_BYTES) {
     fail(`the compose file is ${bytes} bytes; the limit is 1 MiB`);
   }
-  checkFlowDepth(text);
-  const raw = parseYaml(text);
+  const lf = normalizeBreaks(text);
+  checkFlowDepth(lf);
+  checkTokens(lf);
+  const raw = parseYaml(lf);
   if (raw === null || raw === undefined) {
     fail('the compose file is empty; it needs a services: mapping');
   }
@@ -44,17 +41,32 @@ export function loadCompose(text: unknown, env: Record<string, string>): Loaded 
   return { root, unset: [...unset].sort() };
 }
 
+/**
+ * YAML 1.2 has three line breaks: LF, CR LF and a lone CR. The yaml package knows only the first
+ * two, so a file broken by lone CRs was one long line to it, and each of its errors cost a scan of
+ * that line (a 529 kB file held the event loop 87 s). Every break becomes LF before anything
+ * counts lines or parses, which is also what YAML does to breaks inside scalars. NEL, LS and PS
+ * are breaks only in YAML 1.1; the package (and YAML 1.2) read them as ordinary characters, so they
+ * start no line here either.
+ */
+function normalizeBreaks(text: string): string {
+  return text.includes('\r') ? text.replace(/\r\n?/g, '\n') : text;
+}
+
 function parseYaml(text: string): unknown {
   try {
     // The package's own uniqueKeys check compares each key with every earlier one (quadratic:
-    // 80k keys took 50 s); checkKeys below does the same refusal in one pass.
-    const doc = parseDocument(text, { merge: true, uniqueKeys: false, prettyErrors: true });
+    // 80k keys took 50 s); checkKeys below does the same refusal in one pass. Its pretty errors
+    // scan the error's whole line for every error (errors × line length on one long line):
+    // only the first problem is reported, placed by one bounded pass of our own.
+    const doc = parseDocument(text, { merge: true, uniqueKeys: false, prettyErrors: false });
     const problem = doc.errors[0] ?? doc.warnings[0];
     if (problem) {
-      fail(`invalid YAML: ${firstLine(problem.message)}`);
+      fail(`invalid YAML: ${firstLine(problem.message)}${placeOf(text, problem.pos?.[0])}`);
     }
     checkKeys(doc);
-    return doc.toJS({ mapAsMap: true, maxAliasCount: MAX_ALIAS_COUNT });
+    // Not the package's toJS: its alias resolution is not bounded by the input (yaml-tree.ts).
+    return documentValue(doc, { mergedKeys: MAX_VALUES });
   } catch (err) {
     if (err instanceof ComposeError) {
       throw err;
@@ -88,6 +100,24 @@ function checkFlowDepth(text: string): void {
     if (c === 0x5b || c === 0x7b) {
       if (++depth > MAX_FLOW_NESTING) fail(`the document is nested deeper than ${MAX_DEPTH} levels`);
     } else if ((c === 0x5d || c === 0x7d) && depth > 0) depth--;
+  }
+}
+
+/**
+ * YAML tokens (the lexer's: scalars, indicators, spaces, breaks) the parser may see: 30 times
+ * the largest compose file of the corpus (sentry self-hosted, 4,719). One line can hold many
+ * nodes (`a: b: c: …`, `- - - …`), which the line bound above does not see, and the parser and
+ * composer spend a few µs a token (a megabyte of `a: ` took 6 s).
+ */
+export const MAX_TOKENS = 150_000;
+
+/** Lexing is linear and stops at the bound, so this costs at most MAX_TOKENS tokens' lexing. */
+function checkTokens(text: string): void {
+  let tokens = 0;
+  for (const _ of new Lexer().lex(text)) {
+    if (++tokens > MAX_TOKENS) {
+      fail(`the compose file has more than ${MAX_TOKENS} YAML tokens; that is not a compose file`);
+    }
   }
 }
 
@@ -129,8 +159,26 @@ function checkKeys(doc: Document): void {
   }
 }
 
+/** A message's first line, cut short: some quote the source (an alias name, a whole scalar). */
 function firstLine(message: string): string {
-  return message.split('\n')[0].replace(/:\s*$/, '');
+  const nl = message.indexOf('\n');
+  const line = nl < 0 ? message : message.slice(0, nl);
+  const cut = line.length > MAX_MESSAGE ? `${line.slice(0, MAX_MESSAGE)}…` : line;
+  return cut.endsWith(':') ? cut.slice(0, -1) : cut;
+}
+
+const MAX_MESSAGE = 200;
+
+/** ` at line L, column C` for a source offset, in one pass up to it. */
+function placeOf(text: string, offset: number | undefined): string {
+  if (offset === undefined || offset < 0 || offset > text.length) return '';
+  let line = 1;
+  let start = 0;
+  for (let i = text.indexOf('\n'); i >= 0 && i < offset; i = text.indexOf('\n', i + 1)) {
+    line++;
+    start = i + 1;
+  }
+  return ` at line ${line}, column ${offset - start + 1}`;
 }
 
 interface Vars {

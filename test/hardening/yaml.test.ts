@@ -6,6 +6,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { parseCompose } from '../../server/compose/index.ts';
+import { createProject } from '../support/api.ts';
+import { startTestServer } from '../support/server.ts';
 import { bounded } from './support/bounded.ts';
 
 const BOUND_MS = 20_000;
@@ -84,5 +86,79 @@ describe('H2: YAML parse time stays near linear', () => {
     const { spec } = parseCompose(text);
     assert.equal(spec.services[0].image, 'redis');
     assert.equal(spec.services[0].user, '1:1');
+  });
+});
+
+// A compose file broken by lone CRs was one line to the yaml package, and its pretty errors
+// scanned that line once per error: a 529 kB file held the event loop 87 s and dropped other
+// teams' host streams. Other inputs made the parser's own work superlinear: many nodes on one
+// line, and aliases (each resolved by scanning every anchor before it).
+describe('YAML line breaks and parser work are bounded', () => {
+  const services = (n: number, br: string) =>
+    `services:${br}${Array.from({ length: n }, (_, i) => `  s${i}: {image: busybox}${br}`).join('')}`;
+
+  it('a file broken by lone CRs or CR LF parses exactly like its LF twin', () => {
+    const lf =
+      'x-a: &a {image: redis}\nservices:\n  app:\n    <<: *a\n    command: ["sh", "-c",\n      "echo hi"]\n';
+    const want = parseCompose(lf).spec;
+    assert.deepEqual(parseCompose(lf.replaceAll('\n', '\r')).spec, want);
+    assert.deepEqual(parseCompose(lf.replaceAll('\n', '\r\n')).spec, want);
+  });
+
+  it("the finding's 529 kB CR file is refused by its line count", async () => {
+    assert.match(await refusal(services(20_000, '\r')), /more than 20000 lines/);
+  });
+
+  it('many nodes on one line are refused by their token count', async () => {
+    assert.match(await refusal(`x: ${'a: '.repeat(330_000)}`), /more than 150000 YAML tokens/);
+    assert.match(await refusal(`x: ${'- '.repeat(490_000)}1`), /more than 150000 YAML tokens/);
+  });
+
+  it('many errors on one long line: the first is reported, with its place', async () => {
+    assert.match(
+      await refusal(`x: ${'a: '.repeat(25_000)}`),
+      /invalid YAML: Nested mappings are not allowed in compact mappings at line 1, column 4$/,
+    );
+  });
+
+  it('aliases cost a lookup each: an anchor holding 2,000 aliases, after 9,000 nodes', async () => {
+    const nodes = Array.from({ length: 9_000 }, (_, i) => `x-${i}: v`).join('\n');
+    const text = `x-v: &v 1\n${nodes}\nx-a: &a [${Array(2_000).fill('*v').join(',')}]\nx-b: *a\nservices: {}\n`;
+    assert.match(await refusal(text), /no services/);
+    const anchors = Array.from({ length: 9_000 }, (_, i) => `x-${i}: &a${i} v`).join('\n');
+    const late = `${anchors}\nx-l: [${Array.from({ length: 9_000 }, (_, i) => `*a${i}`).join(',')}]\nservices: {}\n`;
+    assert.match(await refusal(late), /no services/);
+  });
+
+  it('an alias inside its own anchor, or before it, is refused', () => {
+    assert.throws(
+      () => parseCompose('x-a: &a [1, *a]\nservices: {}\n'),
+      /alias \*a is inside its own anchor/,
+    );
+    assert.throws(() => parseCompose('x-a: *b\nx-b: &b 1\nservices: {}\n'), /unresolved alias/);
+  });
+
+  it('over HTTP: the CR file is a clear 400 and the server answers others alongside it', {
+    timeout: 60_000,
+  }, async () => {
+    const s = await startTestServer('sqlite');
+    try {
+      await createProject(s, 'cr');
+      const [deploy, health] = await Promise.all([
+        s.req('POST', '/v1/projects/cr/deploy', { body: { compose: services(20_000, '\r') } }),
+        s.req('GET', '/health', { token: false }),
+      ]);
+      assert.equal(deploy.status, 400);
+      assert.match(deploy.body.error, /more than 20000 lines/);
+      assert.equal(health.status, 200);
+      const smaller = await s.req('POST', '/v1/projects/cr/deploy', {
+        body: { compose: services(8_000, '\r') },
+      });
+      assert.equal(smaller.status, 400);
+      assert.match(smaller.body.error, /8000 services declared; the limit is 500/);
+      assert.equal((await s.req('GET', '/health', { token: false })).status, 200);
+    } finally {
+      await s.close();
+    }
   });
 });
