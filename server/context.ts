@@ -4,6 +4,7 @@ import type { SecretBox } from './clouds/secret-box.ts';
 import type { Config } from './config/config.ts';
 import type { Db } from './db/types.ts';
 import type { DeploymentEngine } from './deployments/engine.ts';
+import type { EventBus } from './events/bus.ts';
 import type { Blobs } from './hosts/blobs.ts';
 import type { Dispatcher } from './hosts/dispatcher.ts';
 import type { Authenticator } from './identity/auth.ts';
@@ -24,6 +25,8 @@ export interface AppContext {
   dispatcher: Dispatcher;
   engine: DeploymentEngine;
   blobs: Blobs;
+  /** Live events: committed appends fanned out to the open event streams. */
+  events: EventBus;
   /** Seals and opens provider tokens (AES-GCM at rest). */
   secrets: SecretBox;
 }

@@ -6,6 +6,7 @@ import { type Config, ConfigError, devLoginWarning, localUrl, parseConfig } from
 import type { AppContext } from './context.ts';
 import { openDb } from './db/open.ts';
 import { type DevSidecar, saveDevKey, startDevSidecar } from './dev.ts';
+import { EventBus } from './events/bus.ts';
 import { consumeJoinToken, mintJoinToken, recordJoinedHost } from './hosts/join-tokens.ts';
 import { ensureDriverHosts } from './hosts/targets.ts';
 import { type App, createHttpApp } from './http/app.ts';
@@ -69,6 +70,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     if (boot.generated) announce(`bootstrap API key for team ${boot.team.Name} (shown once): ${boot.apiKey}`);
   }
   const auth = new Authenticator(db);
+  const events = new EventBus(db);
   const orch: Orchestrator = createOrchestrator(db, config, app.log, {
     consumeJoinToken: async (q, token) => {
       const r = await consumeJoinToken(q, token);
@@ -79,6 +81,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     ensureDriverHosts: (teamId) => ensureDriverHosts(db, teamId),
     drivers: createDrivers(db, secrets),
     provisioners: createProvisioners(secrets),
+    events,
     ...opts.orchestrator,
   });
   const ctx: AppContext = {
@@ -89,6 +92,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     dispatcher: orch.dispatcher,
     engine: orch.engine,
     blobs: orch.blobs,
+    events,
     secrets,
   };
   installValidationMessages(app);
@@ -121,6 +125,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
       await sweeper.stop();
       await orch.close();
       await app.close().catch(() => {});
+      events.close();
       clearTimeout(timer);
       clearInterval(sweep);
       await db.close();

@@ -10,6 +10,7 @@ import type { EngineLogger, OrchestratorDeps, Provisioner } from './deployments/
 import { DeploymentEngine } from './deployments/engine.ts';
 import { KINDS } from './deployments/kinds/index.ts';
 import { lateResult } from './deployments/late-results.ts';
+import type { LiveEvents } from './events/store.ts';
 import { Blobs } from './hosts/blobs.ts';
 import { failUnfinishedCommands } from './hosts/command-store.ts';
 import { Dispatcher, type Driver } from './hosts/dispatcher.ts';
@@ -27,6 +28,8 @@ export interface OrchestratorOptions {
   ensureDriverHosts: (teamId: string) => Promise<void>;
   provisioners?: Map<string, Provisioner>;
   drivers?: Map<string, Driver>;
+  /** Where committed events go live (the context's EventBus); without it, streams poll for them. */
+  events?: LiveEvents;
 }
 
 export interface Orchestrator {
@@ -46,8 +49,8 @@ export function createOrchestrator(
   opts: OrchestratorOptions,
 ): Orchestrator {
   const hub = new Hub(db, opts.consumeJoinToken, log, opts.onJoined);
-  const dispatcher = new Dispatcher(db, opts.drivers, log);
-  const records = new HostRecords(db, dispatcher, log);
+  const dispatcher = new Dispatcher(db, opts.drivers, log, undefined, opts.events);
+  const records = new HostRecords(db, dispatcher, log, opts.events);
   // The dispatcher first: a host's stream is known to it before host.report is sent on it, and
   // its commands in flight fail before the host is marked unreachable.
   for (const subscriber of [dispatcher, records]) {
@@ -59,6 +62,7 @@ export function createOrchestrator(
   const deps: OrchestratorDeps = {
     db,
     log,
+    events: opts.events,
     dispatcher,
     hub,
     provisioners: opts.provisioners ?? new Map(),

@@ -78,6 +78,28 @@ forEachDialect('query layer', (dialect) => {
     );
   });
 
+  test('afterCommit: at once outside a transaction, after COMMIT inside one, never on rollback', async () => {
+    const heard: string[] = [];
+    db.afterCommit(() => heard.push('direct'));
+    assert.deepEqual(heard, ['direct']);
+    await db.transaction(async (tx) => {
+      tx.afterCommit(() => heard.push('committed'));
+      tx.afterCommit(() => {
+        throw new Error('a listener fails');
+      });
+      assert.deepEqual(heard, ['direct'], 'not before COMMIT');
+    });
+    assert.deepEqual(heard, ['direct', 'committed']);
+    await assert.rejects(
+      db.transaction(async (tx) => {
+        tx.afterCommit(() => heard.push('rolled back'));
+        throw new Error('boom');
+      }),
+      /boom/,
+    );
+    assert.deepEqual(heard, ['direct', 'committed']);
+  });
+
   test('a duplicate key is recognised by its error code, a different failure is not', async () => {
     await db.run('INSERT INTO teams (id, name, created_at) VALUES (?, ?, ?)', ['tu', 'u', 'x']);
     const dup = await db

@@ -1,6 +1,6 @@
 // Postgres for a `postgres://` DSN. Placeholders are rewritten from `?` to `$n` once per SQL text.
 import pg from 'pg';
-import type { Db, Dialect, Param, Queryable } from './types.ts';
+import { type Db, type Dialect, type Param, type Queryable, runCommitted } from './types.ts';
 
 const DIALECT: Dialect = { name: 'postgres' };
 
@@ -28,8 +28,10 @@ export function toPgPlaceholders(sql: string): string {
   return out;
 }
 
-function over(client: pg.Pool | pg.PoolClient): Queryable {
+/** Statements on `client`; `afterCommit` as given (at once on the pool, queued in a transaction). */
+function over(client: pg.Pool | pg.PoolClient, afterCommit: Queryable['afterCommit']): Queryable {
   return {
+    afterCommit,
     all: async <T>(sql: string, params: readonly Param[] = []) =>
       (await client.query(toPgPlaceholders(sql), params as unknown[])).rows as T[],
     get: async <T>(sql: string, params: readonly Param[] = []) =>
@@ -49,7 +51,7 @@ export class PostgresDb implements Db {
     this.#pool = new pg.Pool({ connectionString: dsn, max: 10 });
     // An idle client that loses its server must not crash the process.
     this.#pool.on('error', () => {});
-    this.#q = over(this.#pool);
+    this.#q = over(this.#pool, (fn) => runCommitted([fn]));
   }
 
   all<T>(sql: string, params?: readonly Param[]): Promise<T[]> {
@@ -61,13 +63,18 @@ export class PostgresDb implements Db {
   run(sql: string, params?: readonly Param[]): Promise<{ changes: number }> {
     return this.#q.run(sql, params);
   }
+  afterCommit(fn: () => void): void {
+    this.#q.afterCommit(fn);
+  }
 
   async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
     const client = await this.#pool.connect();
     try {
       await client.query('BEGIN');
-      const out = await fn(over(client));
+      const committed: (() => void)[] = [];
+      const out = await fn(over(client, (f) => committed.push(f)));
       await client.query('COMMIT');
+      runCommitted(committed);
       return out;
     } catch (err) {
       await client.query('ROLLBACK').catch(() => {});

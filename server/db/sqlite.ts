@@ -2,7 +2,7 @@
 // timeout (spec "Process rules" 1). node:sqlite is synchronous, so a transaction that awaits must
 // not let other callers' statements run inside it: a lock queues everyone else until it ends.
 import { DatabaseSync, type StatementSync } from 'node:sqlite';
-import type { Db, Dialect, Param, Queryable } from './types.ts';
+import { type Db, type Dialect, type Param, type Queryable, runCommitted } from './types.ts';
 
 const DIALECT: Dialect = { name: 'sqlite' };
 
@@ -49,6 +49,7 @@ export class SqliteDb implements Db {
       const r = this.#stmt(sql).run(...params);
       return { changes: Number(r.changes) };
     },
+    afterCommit: (fn) => runCommitted([fn]),
   };
 
   async #idle(): Promise<void> {
@@ -70,6 +71,10 @@ export class SqliteDb implements Db {
     return this.#direct.run(sql, params);
   }
 
+  afterCommit(fn: () => void): void {
+    runCommitted([fn]);
+  }
+
   async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
     // Check and take the lock in the same continuation, so two waiters cannot both take it.
     while (this.#lock) await this.#lock;
@@ -79,9 +84,11 @@ export class SqliteDb implements Db {
     });
     try {
       this.#db.exec('BEGIN IMMEDIATE');
+      const committed: (() => void)[] = [];
       try {
-        const out = await fn(this.#direct);
+        const out = await fn({ ...this.#direct, afterCommit: (f) => committed.push(f) });
         this.#db.exec('COMMIT');
+        runCommitted(committed);
         return out;
       } catch (err) {
         this.#db.exec('ROLLBACK');

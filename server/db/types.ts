@@ -13,6 +13,12 @@ export interface Queryable {
   all<T = Record<string, unknown>>(sql: string, params?: readonly Param[]): Promise<T[]>;
   get<T = Record<string, unknown>>(sql: string, params?: readonly Param[]): Promise<T | undefined>;
   run(sql: string, params?: readonly Param[]): Promise<{ changes: number }>;
+  /**
+   * Runs `fn` once what was written through this handle is committed: at once outside a
+   * transaction, after COMMIT inside one, never when it rolls back. A throw in `fn` is dropped
+   * (the write is done; a listener's failure is not the writer's).
+   */
+  afterCommit(fn: () => void): void;
 }
 
 export interface Db extends Queryable {
@@ -20,6 +26,17 @@ export interface Db extends Queryable {
   /** Runs `fn` in one transaction; commits when it resolves, rolls back when it throws. */
   transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
   close(): Promise<void>;
+}
+
+/** Calls each of `fns`, none of their throws escaping: they run after a commit, past any caller. */
+export function runCommitted(fns: readonly (() => void)[]): void {
+  for (const fn of fns) {
+    try {
+      fn();
+    } catch {
+      // See Queryable.afterCommit.
+    }
+  }
 }
 
 /** Booleans are stored as 0/1 in both dialects. */

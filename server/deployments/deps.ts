@@ -2,6 +2,7 @@
 // engine with a fake sidecar, and so provisioning and drivers plug in without the engine knowing.
 import type { BlobRef } from '../../protocol/commands.ts';
 import type { Db } from '../db/types.ts';
+import type { LiveEvents } from '../events/store.ts';
 import type { Dispatcher } from '../hosts/dispatcher.ts';
 
 export interface CloudRecord {
@@ -29,6 +30,8 @@ export interface EngineLogger {
 export interface OrchestratorDeps {
   db: Db;
   log: EngineLogger;
+  /** Where appended events go live once committed (absent in tests that build pieces alone). */
+  events?: LiveEvents;
   dispatcher: Dispatcher;
   hub: {
     isConnected(hostId: string): boolean;

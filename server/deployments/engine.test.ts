@@ -42,6 +42,7 @@ function faulty(db: Db) {
       check(sql, p);
       return db.run(sql, p);
     },
+    afterCommit: (fn) => db.afterCommit(fn),
     transaction: (fn) => db.transaction(fn),
     close: () => db.close(),
   };

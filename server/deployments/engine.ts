@@ -278,8 +278,8 @@ export class DeploymentEngine {
   }
 
   async #event(dep: Deployment & { TeamID: string }, kind: string, body: unknown): Promise<void> {
-    await appendEvent(this.db, dep.TeamID, `env:${dep.EnvID}`, kind, body);
-    await appendEvent(this.db, dep.TeamID, `dep:${dep.ID}`, kind, body);
+    await appendEvent(this.db, dep.TeamID, `env:${dep.EnvID}`, kind, body, this.deps.events);
+    await appendEvent(this.db, dep.TeamID, `dep:${dep.ID}`, kind, body, this.deps.events);
   }
 
   /**

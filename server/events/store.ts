@@ -1,5 +1,4 @@
 // Events (spec "Events"): append-only rows read newest first, filtered to the caller's team.
-import { EventEmitter } from 'node:events';
 import { newId, PREFIX } from '../../protocol/ids.ts';
 import { json, now, parseJson, type Queryable } from '../db/types.ts';
 
@@ -8,12 +7,13 @@ export const EVENTS_RETURNED = 200;
 export const MAX_LISTED_BODY_CHARS = 64 * 1024;
 
 /**
- * Says "team X has a new event" after each append, so live streams (stream.ts) read the table at
- * once instead of waiting for their next poll. It carries no event: rows stay the only truth, and
- * a signal sent before a transaction commits is covered by the streams' own polling.
+ * Where an appended event goes live once its row is committed: the application context's
+ * EventBus (bus.ts). Rows stay the truth: an event appended without one reaches live streams at
+ * their team's next poll.
  */
-export const appended = new EventEmitter<{ team: [teamId: string] }>();
-appended.setMaxListeners(0);
+export interface LiveEvents {
+  publish(e: Event): void;
+}
 
 export interface Event {
   ID: string;
@@ -34,22 +34,34 @@ interface Row {
   at: string;
 }
 
+/** Inserts the event; `live` hears of it after `q`'s transaction commits (never if it rolls back). */
 export async function appendEvent(
   q: Queryable,
   teamId: string,
   subject: string,
   kind: string,
   body: unknown,
+  live?: LiveEvents,
 ): Promise<void> {
+  const text = json(body);
+  const e: Event = {
+    ID: newId(PREFIX.event),
+    TeamID: teamId,
+    Subject: subject,
+    Kind: kind,
+    Body: null,
+    At: now(),
+  };
   await q.run('INSERT INTO events (id, team_id, subject, kind, body, at) VALUES (?, ?, ?, ?, ?, ?)', [
-    newId(PREFIX.event),
+    e.ID,
     teamId,
     subject,
     kind,
-    json(body),
-    now(),
+    text,
+    e.At,
   ]);
-  appended.emit('team', teamId);
+  // What a read of the row gives back (JSON's own round trip), not the caller's object.
+  if (live) q.afterCommit(() => live.publish({ ...e, Body: parseJson(text, null) }));
 }
 
 export async function listEvents(q: Queryable, teamId: string, subject: string): Promise<Event[]> {
@@ -73,9 +85,8 @@ const eventOf = (r: Row): Event => ({
 });
 
 /**
- * A team's events after `afterId` (oldest first, at most `limit`), for live streams: all subjects,
- * or one. Ids are time-ordered, so `id > afterId` is "appended later" up to insertion races, which
- * the caller covers by reading again from a little earlier.
+ * A team's events after `afterId` (oldest first, at most `limit`), for a resuming live stream: all
+ * subjects, or one.
  */
 export async function eventsAfter(
   q: Queryable,
@@ -93,5 +104,34 @@ export async function eventsAfter(
         teamId,
         afterId,
       ]);
+  return rows.map(eventOf);
+}
+
+/**
+ * Ids of a team's events after `afterId` (oldest first, at most `limit`): the live feed's poll,
+ * which reads bodies only of the ids it has not seen (eventsByIds). Ids are time-ordered, so
+ * `id > afterId` is "appended later" up to insertion races, which the feed covers by reading
+ * from a little earlier.
+ */
+export async function eventIdsAfter(
+  q: Queryable,
+  teamId: string,
+  afterId: string,
+  limit: number,
+): Promise<string[]> {
+  const rows = await q.all<{ id: string }>(
+    `SELECT id FROM events WHERE team_id = ? AND id > ? ORDER BY id LIMIT ${limit}`,
+    [teamId, afterId],
+  );
+  return rows.map((r) => r.id);
+}
+
+/** The team's events among `ids`, oldest first. */
+export async function eventsByIds(q: Queryable, teamId: string, ids: readonly string[]): Promise<Event[]> {
+  if (ids.length === 0) return [];
+  const rows = await q.all<Row>(
+    `SELECT * FROM events WHERE team_id = ? AND id IN (${ids.map(() => '?').join(', ')}) ORDER BY id`,
+    [teamId, ...ids],
+  );
   return rows.map(eventOf);
 }

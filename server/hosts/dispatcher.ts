@@ -13,7 +13,7 @@ import { Emitter } from '../../shared/emitter.ts';
 import { GroupCommit } from '../db/group-commit.ts';
 import type { Db } from '../db/types.ts';
 import { now } from '../db/types.ts';
-import { appendEvent } from '../events/store.ts';
+import { appendEvent, type LiveEvents } from '../events/store.ts';
 import { commandFinished } from '../metrics/channels.ts';
 import { finishCommand, getCommand, insertCommand, markAcked } from './command-store.ts';
 import type { HostFrame, HostGone, HostHello } from './hub-events.ts';
@@ -79,6 +79,7 @@ export class Dispatcher extends Emitter<DispatcherEvents> {
   /** The command rows' writes: recorded, then finished, each committed with its turn's others. */
   #rows: GroupCommit;
   #drivers: Map<string, Driver>;
+  #events: LiveEvents | undefined;
   #pending = new Map<string, Pending>();
   /** One command at a time per environment of a host. */
   #queue = new KeyedQueue();
@@ -94,6 +95,8 @@ export class Dispatcher extends Emitter<DispatcherEvents> {
     log: { warn(obj: object, msg: string): void } = { warn: () => {} },
     /** How long a row's commit waits for company (group-commit.ts; default SVC_COMMIT_DELAY_MS). */
     commitDelayMs?: number,
+    /** Where progress events go live once committed. */
+    events?: LiveEvents,
   ) {
     super((err, _name, e) => log.warn({ err, host: e.hostId }, 'handling a late result failed'));
     this.#db = db;
@@ -103,6 +106,7 @@ export class Dispatcher extends Emitter<DispatcherEvents> {
       delayMs: commitDelayMs,
     });
     this.#drivers = drivers;
+    this.#events = events;
   }
 
   /** Row writes and commits so far, and how many commits waited for company (tests, benchmarks). */
@@ -260,7 +264,14 @@ export class Dispatcher extends Emitter<DispatcherEvents> {
     const p = this.#pending.get(id);
     const teamId = p && p.hostId === hostId ? p.teamId : (await this.#ownRow(hostId, id))?.team_id;
     if (teamId)
-      await appendEvent(this.#db, teamId, `cmd:${id}`, 'command.progress', { message: f.message ?? '' });
+      await appendEvent(
+        this.#db,
+        teamId,
+        `cmd:${id}`,
+        'command.progress',
+        { message: f.message ?? '' },
+        this.#events,
+      );
   }
 
   /** The one result of a command. Results for finished, unknown or foreign command ids are ignored. */

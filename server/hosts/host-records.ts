@@ -6,7 +6,7 @@
 import { checkCapabilities } from '../../protocol/hello.ts';
 import { KeyedQueue } from '../../shared/concurrency.ts';
 import type { Db } from '../db/types.ts';
-import { appendEvent } from '../events/store.ts';
+import { appendEvent, type LiveEvents } from '../events/store.ts';
 import type { Dispatcher } from './dispatcher.ts';
 import type { HostFrame, HostGone, HostHello } from './hub-events.ts';
 import { updateHost } from './store.ts';
@@ -23,11 +23,13 @@ export class HostRecords {
   #log: HostRecordsLogger;
   /** Per host: event inserts, then the unreachable mark, in stream order. */
   #queue = new KeyedQueue();
+  #events: LiveEvents | undefined;
 
-  constructor(db: Db, dispatcher: Dispatcher, log: HostRecordsLogger) {
+  constructor(db: Db, dispatcher: Dispatcher, log: HostRecordsLogger, events?: LiveEvents) {
     this.#db = db;
     this.#dispatcher = dispatcher;
     this.#log = log;
+    this.#events = events;
   }
 
   /** Asks a host that just connected for its capabilities (host.report) and records them. */
@@ -56,7 +58,7 @@ export class HostRecords {
     const f = e.frame;
     if (f.type !== 'event') return;
     return this.#queue.run(e.hostId, () =>
-      appendEvent(this.#db, e.teamId, `host:${e.hostId}`, f.kind || 'event', f.payload ?? null),
+      appendEvent(this.#db, e.teamId, `host:${e.hostId}`, f.kind || 'event', f.payload ?? null, this.#events),
     );
   }
 

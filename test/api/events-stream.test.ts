@@ -3,70 +3,12 @@
 // loses nor repeats an event.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { createParser } from 'eventsource-parser';
 import { newId, PREFIX } from '../../protocol/ids.ts';
-import { appendEvent, appended } from '../../server/events/store.ts';
+import { appendEvent } from '../../server/events/store.ts';
 import { STREAM_TIMING } from '../../server/events/stream.ts';
 import { assertError, otherTeam } from '../support/api.ts';
 import { forEachDialect, startTestServer, type TestServer } from '../support/server.ts';
-
-interface Received {
-  id: string;
-  event: { ID: string; TeamID: string; Subject: string; Kind: string; Body: unknown };
-}
-
-/** An open stream: what it has received so far, and a way to wait for more. */
-class Stream {
-  events: Received[] = [];
-  comments: string[] = [];
-  status = 0;
-  headers = new Headers();
-  /** Resolves when the server ends the stream. */
-  ended: Promise<void> = Promise.resolve();
-  #stop = new AbortController();
-  #waiters: (() => void)[] = [];
-
-  async open(url: string, headers: Record<string, string>): Promise<this> {
-    const r = await fetch(url, { headers, signal: this.#stop.signal });
-    this.status = r.status;
-    this.headers = r.headers;
-    if (!r.ok || !r.body) {
-      await r.text();
-      return this;
-    }
-    const parser = createParser({
-      onEvent: (m) => this.#push(() => this.events.push({ id: m.id ?? '', event: JSON.parse(m.data) })),
-      onComment: (c) => this.#push(() => this.comments.push(c)),
-    });
-    const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
-    this.ended = (async () => {
-      try {
-        for (;;) {
-          const { done, value } = await reader.read();
-          if (done) break;
-          parser.feed(value);
-        }
-      } catch {
-        // aborted by close()
-      }
-    })();
-    return this;
-  }
-
-  #push(fn: () => void): void {
-    fn();
-    for (const w of this.#waiters.splice(0)) w();
-  }
-
-  /** Resolves once `pred` holds (a test timeout, not a timed assertion, bounds the wait). */
-  async until(pred: (s: this) => boolean): Promise<void> {
-    while (!pred(this)) await new Promise<void>((r) => this.#waiters.push(r));
-  }
-
-  close(): void {
-    this.#stop.abort();
-  }
-}
+import { Stream } from '../support/sse.ts';
 
 forEachDialect('GET /v1/events/stream', (dialect) => {
   let s: TestServer;
@@ -85,7 +27,7 @@ forEachDialect('GET /v1/events/stream', (dialect) => {
       ...headers,
     });
   const append = (teamId: string, subject: string, kind: string, body: unknown = {}) =>
-    appendEvent(s.server.ctx.db, teamId, subject, kind, body);
+    appendEvent(s.server.ctx.db, teamId, subject, kind, body, s.server.ctx.events);
 
   test('401 without a credential or with a bad one; 400 for a bad subject or Last-Event-ID', {
     timeout: 30_000,
@@ -239,11 +181,13 @@ forEachDialect('GET /v1/events/stream', (dialect) => {
 test('a client that goes away releases its stream on the server', { timeout: 30_000 }, async () => {
   const s = await startTestServer('sqlite');
   try {
-    const before = appended.listenerCount('team');
+    const bus = s.server.ctx.events;
     const st = await new Stream().open(`${s.url}/v1/events/stream`, { authorization: `Bearer ${s.key}` });
-    assert.equal(appended.listenerCount('team'), before + 1);
+    assert.equal(bus.streams(), 1);
+    assert.equal(bus.feeds().teams, 1);
     st.close();
-    while (appended.listenerCount('team') > before) await new Promise((r) => setTimeout(r, 20));
+    while (bus.streams() > 0) await new Promise((r) => setTimeout(r, 20));
+    assert.equal(bus.feeds().teams, 0, 'the last stream of a team ends its feed');
   } finally {
     await s.close();
   }

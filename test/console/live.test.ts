@@ -212,8 +212,8 @@ describe('console: live deployment, environment lineage, same origin only', { sk
       read = true;
     });
     while (!read) {
-      await appendEvent(db, theirTeam, 'env:env_theirs', 'test.theirs', { secret: 1 });
-      await appendEvent(db, ours, 'env:env_ours', 'test.ours', {});
+      await appendEvent(db, theirTeam, 'env:env_theirs', 'test.theirs', { secret: 1 }, s.server.ctx.events);
+      await appendEvent(db, ours, 'env:env_ours', 'test.ours', {}, s.server.ctx.events);
       await new Promise((r) => setTimeout(r, 100));
     }
     const text = await reading;

@@ -101,7 +101,14 @@ async function provision(ctx: Ctx) {
     ip: machine.ip,
     name: machine.name,
   };
-  await appendEvent(ctx.deps.db, ctx.dep.TeamID, `dep:${ctx.dep.ID}`, 'host.provisioned', evidence);
+  await appendEvent(
+    ctx.deps.db,
+    ctx.dep.TeamID,
+    `dep:${ctx.dep.ID}`,
+    'host.provisioned',
+    evidence,
+    ctx.deps.events,
+  );
   return evidence;
 }
 
