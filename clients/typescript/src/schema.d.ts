@@ -1195,7 +1195,7 @@ export interface paths {
   "/v1/events/stream": {
     /**
      * The team's events as Server-Sent Events, live (Last-Event-ID resumes)
-     * @description text/event-stream. Each event: `id: <event ID>` and `data: <event record JSON>`. Comment lines are heartbeats. Without `subject`, every subject of the team.
+     * @description text/event-stream. Each event: `id: <event ID>` and `data: <event record JSON>`. Comment lines are heartbeats. Without `subject`, every subject of the team. A stream more than 262144 bytes behind is cut: its last event is `event: lagged` with `{error, last_event_id}`; reconnect with Last-Event-ID. Open streams are limited per team (429 with Retry-After) and per process (503).
      */
     get: {
       parameters: {
