@@ -71,7 +71,10 @@ export class LiveStream implements Follower {
 
   /** Joins the team's feed: 503/429 past the limits (bus.ts). */
   async open(): Promise<void> {
-    this.#leave = await this.#o.bus.join(this);
+    const leave = await this.#o.bus.join(this);
+    // A client gone while the feed started has already closed this stream.
+    if (this.#closed) return leave();
+    this.#leave = leave;
     this.out.write('retry: 3000\n: connected\n\n');
     this.#timers.push(setInterval(() => void this.#heartbeat(), STREAM_TIMING.heartbeatMs));
   }
@@ -233,15 +236,16 @@ export function eventStreamRoutes(app: App, ctx: AppContext): void {
           reply.raw.destroy();
         },
       });
-      await s.open();
-      open.add(s);
       const done = () => {
         open.delete(s);
         s.close();
       };
-      // A client going away closes the response (the request's own 'close' is not that signal).
+      // A client going away closes the response (the request's own 'close' is not that signal),
+      // also while the stream is still joining its feed.
       reply.raw.once('close', done);
       s.out.once('close', done);
+      await s.open();
+      if (!reply.raw.destroyed) open.add(s);
       reply
         .header('cache-control', 'no-store')
         .header('x-accel-buffering', 'no')
