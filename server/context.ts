@@ -1,5 +1,6 @@
 // What every route module receives: the parsed config, the database and the long-lived domain
 // services. Built once in main.ts; tests build it the same way against their own database.
+import type { Faults } from '../shared/faults.ts';
 import type { SecretBox } from './clouds/secret-box.ts';
 import type { Config } from './config/config.ts';
 import type { Db } from './db/types.ts';
@@ -29,4 +30,6 @@ export interface AppContext {
   events: EventBus;
   /** Seals and opens provider tokens (AES-GCM at rest). */
   secrets: SecretBox;
+  /** Throws no caller could take (guarded callbacks, the process-level handlers): logged, counted. */
+  faults: Faults;
 }

@@ -1,6 +1,7 @@
 // svc-server: open and migrate the database, bootstrap the first team, serve HTTP and the host
 // stream, and shut down cleanly. The lifecycle is explicit: starting → serving → stopping → stopped.
 import type { FastifyBaseLogger } from 'fastify';
+import { type Fault, Faults } from '../shared/faults.ts';
 import { SecretBox } from './clouds/secret-box.ts';
 import { type Config, ConfigError, devLoginWarning, localUrl, parseConfig } from './config/config.ts';
 import type { AppContext } from './context.ts';
@@ -23,6 +24,19 @@ import { UploadSweeper } from './uploads/sweep.ts';
 
 export const VERSION = process.env.SVC_BUILD_VERSION || 'dev';
 export const SHUTDOWN_WAIT_MS = 10_000;
+/** The exit status after a fault that made continuing unsafe (sysexits' EX_SOFTWARE). */
+export const EXIT_UNSAFE = 70;
+
+/** SQLite result codes (low byte) that say the database file itself is damaged. */
+const SQLITE_DAMAGED = new Set([11 /* SQLITE_CORRUPT */, 26 /* SQLITE_NOTADB */]);
+
+/** A fault after which the control plane must not go on: its database file is damaged. */
+export function serverUnsafe(fault: Fault): string | null {
+  const errcode = (fault.error as { errcode?: unknown } | null)?.errcode;
+  if (typeof errcode === 'number' && SQLITE_DAMAGED.has(errcode & 0xff))
+    return `the database file is damaged (${(fault.error as Error).message})`;
+  return null;
+}
 
 export type Lifecycle = 'starting' | 'serving' | 'stopping' | 'stopped';
 
@@ -64,6 +78,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     'database ready',
   );
   app.log.info({ secrets_key: secrets.source }, 'provider tokens sealed with AES-256-GCM');
+  const faults = new Faults({ log: (line) => app.log.error(line), unsafe: serverUnsafe });
   const boot = await bootstrap(db, config.team, config.bootstrapKey);
   if (boot) {
     app.log.info({ team: boot.team.Name }, 'bootstrapped first team');
@@ -94,6 +109,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     blobs: orch.blobs,
     events,
     secrets,
+    faults,
   };
   installValidationMessages(app);
   installCors(app, config.consoleUrl);
@@ -129,6 +145,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
       clearTimeout(timer);
       clearInterval(sweep);
       await db.close();
+      faults.close();
       state = 'stopped';
     })();
     return closing;
@@ -174,6 +191,15 @@ export async function main(argv: string[]): Promise<void> {
     { addr: `${config.host}:${config.port}`, public_url: config.publicUrl },
     'svc-server listening',
   );
+
+  // A throw nothing caught is logged with its stack and counted (svc_uncaught_errors_total), and
+  // the control plane goes on serving; it exits only where going on would be unsafe, for its
+  // supervisor to start it again (release/svc-server.service: Restart=always).
+  server.ctx.faults.installProcessHandlers(process, (reason) => {
+    server.app.log.fatal({ reason }, `svc-server: exiting: ${reason}`);
+    say(`svc-server: exiting: ${reason}`);
+    process.exit(EXIT_UNSAFE);
+  });
 
   const stop = async (signal: string) => {
     server.app.log.info({ signal }, 'shutting down');

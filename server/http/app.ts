@@ -126,7 +126,7 @@ export async function createHttpApp(opts: HttpOptions): Promise<App> {
     done(req.url.includes('%00') ? new BadRequest('the URL contains a NUL character') : undefined);
   });
 
-  installDrainOnRefusal(app as unknown as App);
+  installDrainOnRefusal(app as unknown as App, limits);
   installBodyTimeouts(app as unknown as App, limits);
   app.setErrorHandler((err: FastifyError, req, reply) => {
     const { status, message } = statusOf(err);

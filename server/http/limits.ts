@@ -28,6 +28,10 @@ export interface HttpLimits {
   authFailuresPerMinute: number;
   /** Requests per minute per API key or session (0: off). */
   perCredentialPerMinute: number;
+  /** Bytes of a refused body read and discarded before the connection is cut (drain.ts). */
+  drainMaxBytes: number;
+  /** Longest a refused body is read before the connection is cut (nginx's `lingering_time`). */
+  drainMaxMs: number;
 }
 
 /** The soft limit on open files, so the connection cap leaves room for the database and files. */
@@ -60,6 +64,8 @@ export const DEFAULT_LIMITS: HttpLimits = {
   webhooksPerMinute: 600,
   authFailuresPerMinute: 60,
   perCredentialPerMinute: 60_000,
+  drainMaxBytes: 64 * 1024 * 1024,
+  drainMaxMs: 30_000,
 };
 
 /** Benchmarks drive one key and one address far past any client's rate. */

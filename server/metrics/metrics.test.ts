@@ -4,19 +4,8 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { deploy, type World, waitFor, world } from '../../test/orchestrator/harness.ts';
+import { sample } from '../../test/support/metrics.ts';
 import { startTestServer } from '../../test/support/server.ts';
-
-/** The value of one sample line, e.g. `svc_hosts_connected 1`; NaN when absent. */
-function sample(text: string, name: string, labels: Record<string, string> = {}): number {
-  for (const line of text.split('\n')) {
-    if (!line.startsWith(name)) continue;
-    const rest = line.slice(name.length);
-    if (rest[0] !== '{' && rest[0] !== ' ') continue;
-    if (!Object.entries(labels).every(([k, v]) => rest.includes(`${k}="${v}"`))) continue;
-    return Number(line.split(' ').at(-1));
-  }
-  return Number.NaN;
-}
 
 const TOKEN = 'metrics-operator-token-0123456789';
 let w: World;

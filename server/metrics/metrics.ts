@@ -19,6 +19,8 @@ const PHASE_BUCKETS = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32, 64, 128, 
 export interface MetricsSources {
   /** Sidecar streams open now. */
   hostsConnected(): number;
+  /** Throws that escaped a callback or reached the process, by kind, since the start. */
+  faults(): ReadonlyMap<string, number>;
 }
 
 export class Metrics {
@@ -84,6 +86,16 @@ export class Metrics {
       registers,
       collect() {
         this.set(sources.hostsConnected());
+      },
+    });
+    new Counter({
+      name: 'svc_uncaught_errors_total',
+      help: 'Throws no caller could take (callback: caught by a guard; uncaughtException, unhandledRejection: by the process), by kind',
+      labelNames: ['kind'],
+      registers,
+      collect() {
+        this.reset();
+        for (const [kind, n] of sources.faults()) this.inc({ kind }, n);
       },
     });
     this.poolSize = new Gauge({

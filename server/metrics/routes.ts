@@ -24,7 +24,10 @@ export function operatorCheck(token: string): (authorization: string | undefined
 }
 
 export function metricsRoutes(app: App, ctx: AppContext): void {
-  const metrics = new Metrics({ hostsConnected: () => ctx.hub.connectedCount?.() ?? 0 });
+  const metrics = new Metrics({
+    hostsConnected: () => ctx.hub.connectedCount?.() ?? 0,
+    faults: () => ctx.faults.counts(),
+  });
   app.addHook('onResponse', (req, reply, done) => {
     metrics.http.observe(
       { method: req.method, route: req.routeOptions.url ?? 'unmatched', status: String(reply.statusCode) },

@@ -1,70 +1,15 @@
 // The real `svc-server` program as a child process: bootstrap of the first team and key, and a
 // graceful SIGTERM that lets an in-flight request finish and closes the database cleanly.
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { get, type IncomingMessage } from 'node:http';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { openDb } from '../../server/db/open.ts';
+import { startChild, stop } from '../support/program.ts';
 import { dbTarget, forEachDialect } from '../support/server.ts';
-
-const PROGRAM = new URL('../../programs/svc-server.ts', import.meta.url).pathname;
-
-interface Child {
-  proc: ChildProcess;
-  url: string;
-  stdout(): string;
-  stderr(): string;
-  exited: Promise<number | null>;
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const srv = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
-/** Starts programs/svc-server.ts and waits until /health answers. */
-async function startChild(db: string, env: Record<string, string> = {}): Promise<Child> {
-  const port = await freePort();
-  const clean = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('SVC_')));
-  const proc = spawn(process.execPath, [PROGRAM, '-addr', `127.0.0.1:${port}`, '--db', db], {
-    env: { ...clean, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  let err = '';
-  proc.stdout?.on('data', (c) => {
-    out += c;
-  });
-  proc.stderr?.on('data', (c) => {
-    err += c;
-  });
-  const exited = new Promise<number | null>((resolve) => proc.on('exit', (code) => resolve(code)));
-  const url = `http://127.0.0.1:${port}`;
-  for (;;) {
-    if (proc.exitCode !== null) throw new Error(`svc-server exited ${proc.exitCode}: ${err}`);
-    const ok = await fetch(`${url}/health`).then(
-      (r) => r.ok,
-      () => false,
-    );
-    if (ok) break;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return { proc, url, stdout: () => out, stderr: () => err, exited };
-}
-
-async function stop(child: Child): Promise<number | null> {
-  child.proc.kill('SIGTERM');
-  return child.exited;
-}
 
 const me = async (url: string, key: string) =>
   fetch(`${url}/v1/me`, { headers: { authorization: `Bearer ${key}` } }).then(async (r) => ({

@@ -8,9 +8,9 @@ import { execFile } from 'node:child_process';
 import { connect } from 'node:net';
 import { after, before, test } from 'node:test';
 import { promisify } from 'node:util';
+import { MiB, rawPut } from '../support/raw-put.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 
-const MiB = 1024 * 1024;
 const OVERSIZED = 32 * MiB + 64 * 1024;
 const PATH = '/v1/envs/env_none/files?service=app&path=/data';
 const TOO_LARGE = JSON.stringify({ error: 'request body too large' });
@@ -21,69 +21,9 @@ before(async () => {
 });
 after(() => s.close());
 
-interface RawOutcome {
-  status: number | null;
-  /** Every status line read on the connection, in order. */
-  statuses: number[];
-  body: string;
-  written: number;
-  error: string | null;
-}
-
-/**
- * Writes a PUT of `size` bytes over a bare socket in 1 MiB pieces, all of it whatever the server
- * answers meanwhile (declared length, or chunked), then reads the answer to the end.
- */
-function rawUpload(size: number, chunked: boolean, next = false): Promise<RawOutcome> {
-  return new Promise((resolve) => {
-    const url = new URL(s.url);
-    const out: RawOutcome = { status: null, statuses: [], body: '', written: 0, error: null };
-    const got: Buffer[] = [];
-    const sock = connect(Number(url.port), url.hostname);
-    const finish = () => {
-      const text = Buffer.concat(got).toString();
-      out.statuses = [...text.matchAll(/HTTP\/1\.1 (\d{3})/g)].map((m) => Number(m[1]));
-      out.status = Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1]) || null;
-      const at = text.indexOf('\r\n\r\n');
-      out.body = at < 0 ? '' : text.slice(at + 4);
-      resolve(out);
-    };
-    sock.on('data', (c) => got.push(c));
-    sock.on('error', (err: NodeJS.ErrnoException) => {
-      out.error ??= err.code ?? err.message;
-    });
-    sock.on('close', finish);
-    const send = (data: string | Buffer) =>
-      sock.write(data) ? Promise.resolve() : new Promise<void>((r) => sock.once('drain', r));
-    const piece = Buffer.alloc(MiB, 0x61);
-    void (async () => {
-      await new Promise<void>((r) => sock.once('connect', r));
-      const length = chunked ? 'transfer-encoding: chunked' : `content-length: ${size}`;
-      await send(
-        `PUT ${PATH} HTTP/1.1\r\nhost: ${url.host}\r\nauthorization: Bearer ${s.key}\r\n` +
-          `content-type: application/x-tar\r\n${length}\r\n\r\n`,
-      );
-      let left = size;
-      while (left > 0 && !sock.destroyed) {
-        const part = left >= MiB ? piece : piece.subarray(0, left);
-        await send(
-          chunked
-            ? Buffer.concat([Buffer.from(`${part.length.toString(16)}\r\n`), part, Buffer.from('\r\n')])
-            : part,
-        );
-        out.written += part.length;
-        left -= part.length;
-      }
-      if (chunked && !sock.destroyed) await send('0\r\n\r\n');
-      // The whole body is sent. With `next`, the same connection asks once more (it must still
-      // be usable: the refused body was read to its end) and the server closes it after that;
-      // otherwise wait for the answer (already read, or still coming), then close.
-      if (sock.destroyed) return;
-      if (next) await send(`GET /health HTTP/1.1\r\nhost: ${url.host}\r\nconnection: close\r\n\r\n`);
-      else setTimeout(() => sock.end(), 200);
-    })();
-  });
-}
+/** A PUT of `size` bytes over a bare socket (see rawPut), with the team's key. */
+const rawUpload = (size: number, chunked: boolean, next?: () => Promise<void>) =>
+  rawPut(s.url, PATH, size, { key: s.key, chunked, next });
 
 /**
  * Runs 20 uploads from a plain Node http client in its own process, as a user's would: in this
@@ -124,7 +64,7 @@ test('the server reads the rest of a refused body instead of resetting the write
     assert.equal(o.status, 413);
     assert.equal(o.body.endsWith(TOO_LARGE), true, o.body);
   }
-  const kept = await rawUpload(OVERSIZED, false, true);
+  const kept = await rawUpload(OVERSIZED, false, async () => {});
   assert.equal(kept.error, null, JSON.stringify(kept));
   assert.deepEqual(kept.statuses, [413, 200], 'the drained connection answers the next request');
 });
