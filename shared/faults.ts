@@ -82,8 +82,9 @@ export class Faults {
 
   /** Logs and counts one fault; returns why the process must stop, or null. */
   record(fault: Fault): string | null {
-    this.#counts.set(fault.kind, (this.#counts.get(fault.kind) ?? 0) + 1);
-    this.#opts.log(`${fault.kind} in ${fault.where}: ${stackOf(fault.error)}`);
+    const n = (this.#counts.get(fault.kind) ?? 0) + 1;
+    this.#counts.set(fault.kind, n);
+    this.#opts.log(`${fault.kind} (${n} so far) in ${fault.where}: ${stackOf(fault.error)}`);
     if (fault.kind === 'callback') return null;
     const now = Date.now();
     this.#recent.push(now);

@@ -5,6 +5,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Capabilities } from '../protocol/commands.ts';
 import { settledWithin } from '../shared/concurrency.ts';
+import { Faults } from '../shared/faults.ts';
 import { detectCapabilities, VERSION } from './capabilities.ts';
 import type { SidecarContext } from './context.ts';
 import { collectBuildImages, DEFAULT_BUILD_GC_EVERY_MS, DEFAULT_BUILD_KEEP_MS } from './docker/build-gc.ts';
@@ -24,6 +25,9 @@ import { openStorage } from './storage/index.ts';
 import { testHold } from './test-hold.ts';
 
 const log = (msg: string) => process.stderr.write(`svcd: ${msg}\n`);
+
+/** The exit status after a fault that made continuing unsafe (sysexits' EX_SOFTWARE). */
+export const EXIT_UNSAFE = 70;
 
 /** Saved state wins for server, data dir and pool unless the flag was given. */
 export function resolve(opts: SidecarOptions, saved: HostState | null) {
@@ -85,6 +89,23 @@ function watchParent(stop: () => void): void {
 }
 
 export async function runSidecar(opts: SidecarOptions): Promise<number> {
+  // A throw nothing caught is logged with its stack and counted, and the sidecar goes on serving
+  // its stacks; it exits only where going on would be unsafe, for its supervisor (the systemd unit
+  // `svcd install` writes: Restart=always) to start it again.
+  const faults = new Faults({ log });
+  const uninstall = faults.installProcessHandlers(process, (reason) => {
+    log(`exiting: ${reason}`);
+    process.exit(EXIT_UNSAFE);
+  });
+  try {
+    return await serve(opts);
+  } finally {
+    uninstall();
+    faults.close();
+  }
+}
+
+async function serve(opts: SidecarOptions): Promise<number> {
   const saved = loadState(opts.statePath);
   if (opts.verb === 'run' && !saved)
     throw new OptionsError(`no saved identity at ${opts.statePath}: run svcd join first`);

@@ -1,7 +1,6 @@
 // The real svcd program against a fake control plane: identity, state file, heartbeats,
 // idempotent replay of a command id, unknown kinds, reconnect, and 1008 being fatal.
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
 import {
   existsSync,
   mkdirSync,
@@ -15,33 +14,9 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { svcdJoinArgs } from '../support/svcd.ts';
+import { exited, svcd, svcdJoinArgs, until } from '../support/svcd.ts';
 import { tier } from '../support/tiers.ts';
 import { FakeControlPlane } from './control-plane.ts';
-
-function svcd(args: string[], env: Record<string, string> = {}): ChildProcess & { out: () => string } {
-  let out = '';
-  const child = spawn(process.execPath, ['programs/svcd.ts', ...args], {
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  child.stdout?.on('data', (d) => (out += d));
-  child.stderr?.on('data', (d) => (out += d));
-  return Object.assign(child, { out: () => out });
-}
-
-const exited = (c: ChildProcess) =>
-  new Promise<number | null>((r) =>
-    c.exitCode !== null ? r(c.exitCode) : c.once('exit', (code) => r(code)),
-  );
-
-async function until(cond: () => boolean, ms = 20_000, what = 'condition'): Promise<void> {
-  const start = Date.now();
-  while (!cond()) {
-    if (Date.now() - start > ms) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
 
 test('svcd version prints the build version; bad usage exits 2', async () => {
   const v = svcd(['version']);

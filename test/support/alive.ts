@@ -8,6 +8,11 @@ import { stackOf } from '../../shared/faults.ts';
 
 export interface AliveWatch {
   /**
+   * Lets `boundMs` pass (see assertAliveAfter), ends the watch, and asserts that nothing was
+   * thrown to this process since the watch began.
+   */
+  assertNothingEscapedAfter(boundMs: number): Promise<void>;
+  /**
    * Lets `boundMs` pass, so every timer armed before with a bound up to it has fired (Node runs
    * due timers in the order they fall due), ends the watch, then asserts that nothing was thrown
    * to this process since the watch began (the test runner catches it; a program would have
@@ -22,8 +27,8 @@ export function watchAlive(): AliveWatch {
   const note = (err: unknown) => escaped.push(err);
   process.on('uncaughtException', note);
   process.on('unhandledRejection', note);
-  return {
-    async assertAliveAfter(url, boundMs, child) {
+  const watch: AliveWatch = {
+    async assertNothingEscapedAfter(boundMs) {
       try {
         await sleep(boundMs);
         // One more turn of the loop: callbacks the bound's timer scheduled run before the check.
@@ -33,11 +38,15 @@ export function watchAlive(): AliveWatch {
         process.off('unhandledRejection', note);
       }
       assert.deepEqual(escaped.map(stackOf), [], 'nothing was thrown that would have killed the process');
+    },
+    async assertAliveAfter(url, boundMs, child) {
+      await watch.assertNothingEscapedAfter(boundMs);
       if (child) assert.equal(child.exitCode ?? child.signalCode, null, 'the process is still running');
       const r = await fetch(`${url}/health`);
       assert.equal(r.status, 200, `${url} still answers /health once ${boundMs} ms have passed`);
     },
   };
+  return watch;
 }
 
 /** `watchAlive().assertAliveAfter(…)`, for a bound armed by what the test awaited just before. */
