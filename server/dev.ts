@@ -62,6 +62,8 @@ export async function startDevSidecar(
     env: { SVC_XFS_LOOP: 'auto', ...process.env, SVC_EXIT_WITH_PARENT: String(process.pid) },
   });
   log(`--dev: local sidecar started (Docker ${version}); its identity and data are under ${dir}`);
+  // A sidecar that cannot be started is reported; it never takes the control plane down.
+  child.on('error', (err) => log(`--dev: the local sidecar could not run: ${err.message}`));
   child.once('exit', (code, signal) => {
     if (code !== 0 && signal !== 'SIGTERM')
       log(`--dev: the local sidecar exited (${signal ?? code}); see its lines above`);

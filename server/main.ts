@@ -1,7 +1,7 @@
 // svc-server: open and migrate the database, bootstrap the first team, serve HTTP and the host
 // stream, and shut down cleanly. The lifecycle is explicit: starting → serving → stopping → stopped.
 import type { FastifyBaseLogger } from 'fastify';
-import { type Fault, Faults } from '../shared/faults.ts';
+import { type Fault, Faults, guard } from '../shared/faults.ts';
 import { SecretBox } from './clouds/secret-box.ts';
 import { type Config, ConfigError, devLoginWarning, localUrl, parseConfig } from './config/config.ts';
 import type { AppContext } from './context.ts';
@@ -134,10 +134,16 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     closing ??= (async () => {
       state = 'stopping';
       // Stop accepting, wait up to 10 s for in-flight requests, then cut what is left.
-      const timer = setTimeout(() => app.server.closeAllConnections(), SHUTDOWN_WAIT_MS);
+      const timer = setTimeout(
+        guard('shutdown: cut connections', () => app.server.closeAllConnections()),
+        SHUTDOWN_WAIT_MS,
+      );
       // A keep-alive connection whose request finishes during shutdown is closed once idle, so a
       // client holding it open cannot delay the exit.
-      const sweep = setInterval(() => app.server.closeIdleConnections(), 100);
+      const sweep = setInterval(
+        guard('shutdown: close idle connections', () => app.server.closeIdleConnections()),
+        100,
+      );
       await sweeper.stop();
       await orch.close();
       await app.close().catch(() => {});

@@ -14,6 +14,7 @@ import {
   STREAM_PATH,
 } from '../protocol/frames.ts';
 import { backoff as expBackoff, sleep } from '../shared/concurrency.ts';
+import { guard } from '../shared/faults.ts';
 
 export class Refused extends Error {}
 
@@ -78,35 +79,45 @@ export class Link {
       });
       this.#ws = ws;
       let beat: NodeJS.Timeout | undefined;
-      ws.on('open', async () => {
-        const id = this.#o.identity();
-        const capabilities = await this.#o.capabilities().catch(() => ({}) as Capabilities);
-        const hello = { host_id: id?.host_id ?? '', token: id ? id.secret : this.#o.token, capabilities };
-        if (!id && !this.#o.token) return ws.close(POLICY_VIOLATION, 'no saved identity and no join token');
-        ws.send(JSON.stringify(frame('hello', { host_id: hello.host_id, payload: hello })));
-      });
-      ws.on('message', (data) => {
-        let f: Frame;
-        try {
-          f = parseFrame(data.toString());
-        } catch (err) {
-          this.#o.log(`ignoring a bad frame: ${(err as FrameError).message}`);
-          return;
-        }
-        if (f.type === 'hello') {
-          const p = (f.payload ?? {}) as { host_id?: string; secret?: string };
-          if (p.host_id && p.secret) this.#o.onIdentity(p.host_id, p.secret);
-          this.state = 'connected';
-          this.#attempt = 0;
-          this.#o.log(`connected to ${this.#o.server} as ${p.host_id ?? this.#o.identity()?.host_id}`);
-          beat = setInterval(
-            () => this.send(frame('heartbeat', { host_id: this.#o.identity()?.host_id })),
-            HEARTBEAT_INTERVAL_MS,
-          );
-          return;
-        }
-        if (f.type === 'command') this.#o.onCommand(f);
-      });
+      // A throw in handling the stream (a state file that cannot be written, a bug) is logged and
+      // counted; it never takes the sidecar and every stack it serves down.
+      ws.on(
+        'open',
+        guard('stream: open', async () => {
+          const id = this.#o.identity();
+          const capabilities = await this.#o.capabilities().catch(() => ({}) as Capabilities);
+          const hello = { host_id: id?.host_id ?? '', token: id ? id.secret : this.#o.token, capabilities };
+          if (!id && !this.#o.token) return ws.close(POLICY_VIOLATION, 'no saved identity and no join token');
+          ws.send(JSON.stringify(frame('hello', { host_id: hello.host_id, payload: hello })));
+        }),
+      );
+      ws.on(
+        'message',
+        guard('stream: frame', (data: WebSocket.RawData) => {
+          let f: Frame;
+          try {
+            f = parseFrame(data.toString());
+          } catch (err) {
+            this.#o.log(`ignoring a bad frame: ${(err as FrameError).message}`);
+            return;
+          }
+          if (f.type === 'hello') {
+            const p = (f.payload ?? {}) as { host_id?: string; secret?: string };
+            if (p.host_id && p.secret) this.#o.onIdentity(p.host_id, p.secret);
+            this.state = 'connected';
+            this.#attempt = 0;
+            this.#o.log(`connected to ${this.#o.server} as ${p.host_id ?? this.#o.identity()?.host_id}`);
+            beat = setInterval(
+              guard('stream: heartbeat', () =>
+                this.send(frame('heartbeat', { host_id: this.#o.identity()?.host_id })),
+              ),
+              HEARTBEAT_INTERVAL_MS,
+            );
+            return;
+          }
+          if (f.type === 'command') this.#o.onCommand(f);
+        }),
+      );
       ws.on('error', (err) => this.#o.log(`stream error: ${err.message}`));
       ws.on('close', (code, reason) => {
         clearInterval(beat);

@@ -4,8 +4,9 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Capabilities } from '../protocol/commands.ts';
+import type { Frame } from '../protocol/frames.ts';
 import { settledWithin } from '../shared/concurrency.ts';
-import { Faults } from '../shared/faults.ts';
+import { Faults, guard } from '../shared/faults.ts';
 import { detectCapabilities, VERSION } from './capabilities.ts';
 import type { SidecarContext } from './context.ts';
 import { collectBuildImages, DEFAULT_BUILD_GC_EVERY_MS, DEFAULT_BUILD_KEEP_MS } from './docker/build-gc.ts';
@@ -64,11 +65,14 @@ function secondsEnv(name: string, fallbackMs: number): number {
 function collectPeriodically(ctx: SidecarContext): () => void {
   const every = secondsEnv('SVC_BUILD_GC_EVERY', DEFAULT_BUILD_GC_EVERY_MS);
   if (every === 0) return () => {};
-  const timer = setInterval(() => {
-    collectBuildImages(ctx.docker, ctx.dataDir, ctx.buildKeepMs ?? DEFAULT_BUILD_KEEP_MS)
-      .then((r) => r.removed.length && log(`removed ${r.removed.length} unused built image(s)`))
-      .catch((err: Error) => log(`collecting built images: ${err.message}`));
-  }, every);
+  const timer = setInterval(
+    guard('built images: collect', () => {
+      collectBuildImages(ctx.docker, ctx.dataDir, ctx.buildKeepMs ?? DEFAULT_BUILD_KEEP_MS)
+        .then((r) => r.removed.length && log(`removed ${r.removed.length} unused built image(s)`))
+        .catch((err: Error) => log(`collecting built images: ${err.message}`));
+    }),
+    every,
+  );
   timer.unref();
   return () => clearInterval(timer);
 }
@@ -77,14 +81,17 @@ function collectPeriodically(ctx: SidecarContext): () => void {
 function watchParent(stop: () => void): void {
   const pid = Number(process.env.SVC_EXIT_WITH_PARENT);
   if (!pid) return;
-  const timer = setInterval(() => {
-    try {
-      process.kill(pid, 0);
-    } catch {
-      clearInterval(timer);
-      stop();
-    }
-  }, 1000);
+  const timer = setInterval(
+    guard('watch the parent', () => {
+      try {
+        process.kill(pid, 0);
+      } catch {
+        clearInterval(timer);
+        stop();
+      }
+    }),
+    1000,
+  );
   timer.unref();
 }
 
@@ -164,7 +171,7 @@ async function serve(opts: SidecarOptions): Promise<number> {
       saveState(opts.statePath, { server, host_id: hostId, secret, data_dir: dataDir, zfs_pool: zfsPool });
       log(`joined as ${hostId}; identity saved to ${opts.statePath}`);
     },
-    onCommand: (f) => void runner.handle(f),
+    onCommand: guard('runner: command', (f: Frame) => runner.handle(f)),
     log,
   });
   const stop = () => {

@@ -8,6 +8,7 @@
 // writers are in flight, like Postgres's commit_delay with commit_siblings) the transaction also
 // waits `delayMs` for their writes: fewer commits for less CPU per exec, at the price of that delay
 // on each of a command's two row writes. A lone writer never waits.
+import { guard } from '../../shared/faults.ts';
 import type { Db, Queryable } from './types.ts';
 
 interface Queued {
@@ -58,20 +59,23 @@ export class GroupCommit {
         // A full batch gains nothing by waiting longer (a backlog is being read): commit it now.
         clearTimeout(this.#timer);
         this.#timer = null;
-        setImmediate(() => void this.#flush());
+        setImmediate(this.#flushGuarded);
       }
       if (this.#queued.length > 1) return;
       // setImmediate, not a microtask: it collects the writes of every request read in this turn.
-      if (this.#delayMs <= 0 || !this.#busy()) setImmediate(() => void this.#flush());
+      if (this.#delayMs <= 0 || !this.#busy()) setImmediate(this.#flushGuarded);
       else {
         this.stats.delayed++;
         this.#timer = setTimeout(() => {
           this.#timer = null;
-          void this.#flush();
+          this.#flushGuarded();
         }, this.#delayMs);
       }
     });
   }
+
+  /** #flush as a timer callback: a write that throws instead of rejecting is a fault, logged. */
+  readonly #flushGuarded = guard('group commit: flush', () => this.#flush());
 
   async #flush(): Promise<void> {
     const batch = this.#queued;

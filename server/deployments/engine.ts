@@ -5,6 +5,7 @@
 
 import { EventEmitter } from 'node:events';
 import { KeyedQueue } from '../../shared/concurrency.ts';
+import { reportFault } from '../../shared/faults.ts';
 import { type Db, now } from '../db/types.ts';
 import { getEnv } from '../envs/store.ts';
 import { appendEvent } from '../events/store.ts';
@@ -114,7 +115,10 @@ export class DeploymentEngine {
 
   #track(p: Promise<void>): void {
     this.#running.add(p);
-    void p.finally(() => this.#running.delete(p));
+    // A run reports its own failures (#guarded); anything that still escapes is a fault, logged.
+    p.catch((err: unknown) => reportFault('deployment engine: run', err)).finally(() =>
+      this.#running.delete(p),
+    );
   }
 
   /**

@@ -10,6 +10,7 @@ import { type Frame, frame } from '../../protocol/frames.ts';
 import { newId, PREFIX } from '../../protocol/ids.ts';
 import { bounded, KeyedQueue } from '../../shared/concurrency.ts';
 import { Emitter } from '../../shared/emitter.ts';
+import { guard } from '../../shared/faults.ts';
 import { GroupCommit } from '../db/group-commit.ts';
 import type { Db } from '../db/types.ts';
 import { now } from '../db/types.ts';
@@ -243,9 +244,12 @@ export class Dispatcher extends Emitter<DispatcherEvents> {
     const p = this.#pending.get(f.command_id as string);
     if (!p || p.hostId !== hostId || this.#acks.has(p.id)) return;
     const at = now();
-    const timer = setTimeout(() => {
-      if (this.#pending.has(p.id)) void markAcked(this.#db, p.id, at).catch(() => {});
-    }, ACK_WRITE_AFTER_MS);
+    const timer = setTimeout(
+      guard('dispatcher: ack write', () => {
+        if (this.#pending.has(p.id)) void markAcked(this.#db, p.id, at).catch(() => {});
+      }),
+      ACK_WRITE_AFTER_MS,
+    );
     timer.unref();
     this.#acks.set(p.id, { at, timer });
   }

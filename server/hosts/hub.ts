@@ -19,6 +19,7 @@ import {
 import { type HelloPayload, parseHello } from '../../protocol/hello.ts';
 import { newSecret, PREFIX } from '../../protocol/ids.ts';
 import { Emitter } from '../../shared/emitter.ts';
+import { guard, reportFault } from '../../shared/faults.ts';
 import type { HostConnectivity } from '../context.ts';
 import { type Db, now } from '../db/types.ts';
 import { hashSecret, secretMatches } from '../identity/secrets.ts';
@@ -85,7 +86,10 @@ export class Hub extends Emitter<HubEvents> implements HostConnectivity {
     this.#onJoined = onJoined ?? (async () => {});
     this.#consume = consume;
     this.#log = log;
-    this.#sweeper = setInterval(() => void this.#sweep(), SWEEP_EVERY_MS);
+    this.#sweeper = setInterval(
+      guard('host streams: heartbeat sweep', () => this.#sweep()),
+      SWEEP_EVERY_MS,
+    );
     this.#sweeper.unref();
   }
 
@@ -96,7 +100,14 @@ export class Hub extends Emitter<HubEvents> implements HostConnectivity {
         socket.end('HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n');
         return;
       }
-      this.#wss.handleUpgrade(req, socket, head, (ws) => this.#accept(ws, socket, head.length));
+      const accept = guard('host streams: accept', (ws: WebSocket) => this.#accept(ws, socket, head.length));
+      try {
+        this.#wss.handleUpgrade(req, socket, head, accept);
+      } catch (err) {
+        // A stream that cannot be set up is that one client's failure, never the process's.
+        socket.destroy();
+        reportFault('host streams: upgrade', err);
+      }
     });
   }
 
@@ -160,46 +171,54 @@ export class Hub extends Emitter<HubEvents> implements HostConnectivity {
     // Until the hello is accepted, the peer is unknown: it may send the hello and nothing more,
     // so a nearly complete 16 MiB frame is never buffered for it (H4).
     let preHello = headBytes;
-    const countPreHello = (chunk: Buffer) => {
+    const countPreHello = guard('host streams: pre-hello bound', (chunk: Buffer) => {
       preHello += chunk.length;
       if (preHello > PRE_HELLO_MAX_BYTES) {
         socket.off('data', countPreHello);
         refuseHandshake(ws, socket, 'hello: more than 64 KiB sent before the hello was accepted');
       }
-    };
+    });
     socket.on('data', countPreHello);
     const helloTimer = setTimeout(
-      () => refuseHandshake(ws, socket, 'hello: no hello frame within 10 s'),
+      guard('host streams: hello timeout', () =>
+        refuseHandshake(ws, socket, 'hello: no hello frame within 10 s'),
+      ),
       HELLO_TIMEOUT_MS,
     );
-    ws.on('message', (data, isBinary) => {
-      if (isBinary) return refuse(ws, 'frames must be JSON text');
-      let f: Frame;
-      try {
-        f = parseFrame(data.toString());
-      } catch (err) {
-        return refuse(ws, (err as FrameError).message);
-      }
-      if (state === 'checking') return refuse(ws, 'frames sent before the hello reply');
-      if (state === 'await-hello') {
+    // One stream's bad frame, or a bug in handling it, is that stream's failure, never the process's.
+    ws.on(
+      'message',
+      guard('host streams: frame', (data: WebSocket.RawData, isBinary: boolean) => {
+        if (isBinary) return refuse(ws, 'frames must be JSON text');
+        let f: Frame;
+        try {
+          f = parseFrame(data.toString());
+        } catch (err) {
+          return refuse(ws, (err as FrameError).message);
+        }
+        if (state === 'checking') return refuse(ws, 'frames sent before the hello reply');
+        if (state === 'await-hello') {
+          clearTimeout(helloTimer);
+          state = 'checking';
+          return this.#hello(ws, f).then((c) => {
+            conn = c;
+            state = 'open';
+            if (c) socket.off('data', countPreHello);
+          });
+        }
+        if (!conn) return;
+        conn.lastFrameAt = Date.now();
+        this.#onFrame(conn, f);
+      }),
+    );
+    ws.on(
+      'close',
+      guard('host streams: close', () => {
         clearTimeout(helloTimer);
-        state = 'checking';
-        void this.#hello(ws, f).then((c) => {
-          conn = c;
-          state = 'open';
-          if (c) socket.off('data', countPreHello);
-        });
-        return;
-      }
-      if (!conn) return;
-      conn.lastFrameAt = Date.now();
-      this.#onFrame(conn, f);
-    });
-    ws.on('close', () => {
-      clearTimeout(helloTimer);
-      socket.off('data', countPreHello);
-      if (conn) this.#gone(conn, 'host disconnected');
-    });
+        socket.off('data', countPreHello);
+        if (conn) this.#gone(conn, 'host disconnected');
+      }),
+    );
     ws.on('error', () => {});
   }
 
@@ -360,7 +379,10 @@ function newConn(ws: WebSocket, hostId: string, teamId: string, cloudId: string)
 function refuseHandshake(ws: WebSocket, socket: Duplex, reason: string): void {
   refuse(ws, reason);
   socket.pause();
-  setTimeout(() => ws.terminate(), REFUSED_LINGER_MS).unref();
+  setTimeout(
+    guard('host streams: cut a refused stream', () => ws.terminate()),
+    REFUSED_LINGER_MS,
+  ).unref();
 }
 
 function refuse(ws: WebSocket, reason: string): void {

@@ -5,6 +5,7 @@
 import { readdir, readFile } from 'node:fs/promises';
 import type Docker from 'dockerode';
 import { settledWithin, sleep } from '../../shared/concurrency.ts';
+import { guard } from '../../shared/faults.ts';
 import { DockerError, dockerMessage, ExecNotCreated, ExecTimeout } from './errors.ts';
 import { Demuxer, TailBuffer } from './mux.ts';
 
@@ -71,7 +72,10 @@ export async function execIn(
   const out = new TailBuffer(max);
   const errOut = new TailBuffer(max);
   const demux = new Demuxer((type, payload) => (type === 2 ? errOut : out).push(payload));
-  stream.on('data', (chunk: Buffer) => demux.write(chunk));
+  stream.on(
+    'data',
+    guard('exec: output', (chunk: Buffer) => demux.write(chunk)),
+  );
   return finishExec({ exec, service, stream, ended: streamEnded(stream), out, errOut }, timeoutSec);
 }
 

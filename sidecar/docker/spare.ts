@@ -21,6 +21,7 @@
 import type { Duplex } from 'node:stream';
 import type Docker from 'dockerode';
 import { settledWithin } from '../../shared/concurrency.ts';
+import { guard } from '../../shared/faults.ts';
 import { ExecTimeout } from './errors.ts';
 import { DEFAULT_MAX_OUTPUT, type ExecOptions, type ExecResult, finishExec, streamEnded } from './exec.ts';
 import { Demuxer, TailBuffer } from './mux.ts';
@@ -90,7 +91,10 @@ export class Spare {
       const stream = (await this.#exec.start({ hijack: true, stdin: true })) as unknown as Duplex;
       this.#stream = stream;
       const demux = new Demuxer((type, payload) => this.#output(type, payload));
-      stream.on('data', (chunk: Buffer) => demux.write(chunk));
+      stream.on(
+        'data',
+        guard('spare exec: output', (chunk: Buffer) => demux.write(chunk)),
+      );
       this.#ended = streamEnded(stream);
       this.#ended.then(
         () => this.#gone(),

@@ -15,6 +15,7 @@
 // seconds (`Sweeper`).
 import { readdir, statfs } from 'node:fs/promises';
 import { join } from 'node:path';
+import { guard } from '../../shared/faults.ts';
 import { groupOfEnv, qgroupChildren, settle } from './btrfs-quota.ts';
 import { CommandFailed } from './errors.ts';
 import { run } from './exec.ts';
@@ -144,9 +145,12 @@ export class Sweeper {
 
   start(intervalMs: number): void {
     if (this.#timer || intervalMs <= 0) return;
-    this.#timer = setInterval(() => {
-      this.tick().catch(() => {}); // a failed sweep is tried again on the next tick
-    }, intervalMs);
+    this.#timer = setInterval(
+      guard('btrfs quota sweep', () => {
+        this.tick().catch(() => {}); // a failed sweep is tried again on the next tick
+      }),
+      intervalMs,
+    );
     this.#timer.unref();
   }
 

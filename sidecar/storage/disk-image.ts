@@ -15,6 +15,7 @@ import { spawn } from 'node:child_process';
 import { constants } from 'node:fs';
 import { copyFile, readFile, rm, stat, statfs, truncate, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { guard } from '../../shared/faults.ts';
 import { CommandFailed, StorageError } from './errors.ts';
 import { fsyncDir, run } from './exec.ts';
 import { mountAt } from './mounts.ts';
@@ -180,7 +181,10 @@ export function armCapture(dir: string, src: string, reflink = true): ArmedCaptu
     });
     child.on('close', (code) => resolve(code ?? -1));
   });
-  const timer = setTimeout(() => child.stdin.end(), 300_000);
+  const timer = setTimeout(
+    guard('disk image: end input', () => child.stdin.end()),
+    300_000,
+  );
   timer.unref();
   return {
     async fire(dst) {
