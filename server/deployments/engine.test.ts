@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Type } from '@sinclair/typebox';
 import type { Frame } from '../../protocol/frames.ts';
+import { watchAlive } from '../../test/support/alive.ts';
 import { openDb } from '../db/open.ts';
 import type { Db, Param } from '../db/types.ts';
 import { listEvents } from '../events/store.ts';
@@ -204,6 +205,7 @@ describe('engine: no failure is lost', () => {
   });
 
   test('a phase at its time limit is cancelled: its command fails and the queue is free', async () => {
+    const alive = watchAlive();
     engine.phaseTimeoutMs = 50;
     try {
       const { id, status } = await submit('env_c', { hang: true });
@@ -232,5 +234,7 @@ describe('engine: no failure is lost', () => {
       frame: { ...sent, type: 'result', ok: true, payload: { exit_code: 0, stdout: '', stderr: '' } },
     });
     assert.equal((await next).exit_code, 0);
+    // Every timer of that bound has fired: nothing was thrown that would have killed the server.
+    await alive.assertNothingEscapedAfter(50);
   });
 });

@@ -9,6 +9,7 @@ import { after, before, test } from 'node:test';
 import tar from 'tar-stream';
 import { sweepUploads } from '../../server/uploads/sweep.ts';
 import { archivePath } from '../../server/uploads/uploads.ts';
+import { assertAliveAfter } from '../support/alive.ts';
 import { createProject } from '../support/api.ts';
 import { FakeSidecar } from '../support/fake-sidecar.ts';
 import { forEachDialect, startTestServer, type TestServer } from '../support/server.ts';
@@ -92,6 +93,7 @@ forEachDialect('uploads are collected when nothing live uses them', (dialect) =>
     const after = await sweepUploads(s.server.ctx.db, dir, HOUR, later);
     assert.deepEqual(after.deleted, [used], 'a destroyed environment keeps nothing alive');
     assert.equal(existsSync(archivePath(dir, used)), false);
+    await assertAliveAfter(s.url, 0);
   });
 
   test('an old upload a deploy names within the grace period is kept; orphaned files go', async () => {
@@ -119,6 +121,7 @@ forEachDialect('uploads are collected when nothing live uses them', (dialect) =>
     assert.equal(existsSync(join(dir, 'x.part')), false);
     assert.equal(existsSync(fresh), true, 'a file younger than the grace period stays');
     assert.equal(existsSync(archivePath(dir, old)), true, 'a file with a row stays');
+    await assertAliveAfter(s.url, 0);
   });
 
   test('the same bytes uploaded again answer with the first upload, marked used', async () => {

@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { connect, type Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { DEFAULT_LIMITS } from '../../server/http/limits.ts';
+import { watchAlive } from '../support/alive.ts';
 import { assertError, signIn } from '../support/api.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 import { rowCounts } from './support/state.ts';
@@ -94,6 +95,7 @@ describe('H3: held connections are closed', () => {
   after(() => s.close());
 
   test('a declared body that never arrives is cut at the request timeout', { timeout: 30_000 }, async () => {
+    const alive = watchAlive();
     const sock = await open(s.url);
     const done = closedBy(sock);
     sock.write(
@@ -101,14 +103,17 @@ describe('H3: held connections are closed', () => {
     );
     const answer = await done;
     assert.ok(answer === '' || answer.startsWith('HTTP/1.1 408'), answer.slice(0, 80));
+    await alive.assertAliveAfter(s.url, 0);
   });
 
   test('half-sent headers are cut at the header timeout', { timeout: 30_000 }, async () => {
+    const alive = watchAlive();
     const sock = await open(s.url);
     const done = closedBy(sock);
     sock.write('GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: ');
     const answer = await done;
     assert.ok(answer === '' || answer.startsWith('HTTP/1.1 408'), answer.slice(0, 80));
+    await alive.assertAliveAfter(s.url, 0);
   });
 
   test('connections past the cap are dropped; the server answers again once they go', {
@@ -205,14 +210,16 @@ describe('L4: per-credential limit and the user-code lock', () => {
 
 describe('H3: a blob upload needs its one-time token before its body is read', () => {
   let s: TestServer;
+  const DRAIN_MS = 500;
   before(async () => {
-    s = await startTestServer('sqlite');
+    s = await startTestServer('sqlite', {}, { limits: { drainMaxMs: DRAIN_MS } });
   });
   after(() => s.close());
 
   test('a 32 MiB upload to an unknown blob is answered at once, without waiting for the body', {
     timeout: 20_000,
   }, async () => {
+    const alive = watchAlive();
     const sock = await open(s.url);
     const done = closedBy(sock);
     let answered = '';
@@ -225,5 +232,7 @@ describe('H3: a blob upload needs its one-time token before its body is read', (
     );
     await done;
     assert.match(answered, /^HTTP\/1\.1 404/);
+    // The refused body's drain was armed with its bound: the server outlives it.
+    await alive.assertAliveAfter(s.url, DRAIN_MS);
   });
 });

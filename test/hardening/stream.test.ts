@@ -7,8 +7,9 @@ import { after, before, test } from 'node:test';
 import { WebSocket } from 'ws';
 import { frame, STREAM_PATH } from '../../protocol/frames.ts';
 import { appendEvent } from '../../server/events/store.ts';
-import { EVENT_BURST } from '../../server/hosts/stream-limits.ts';
+import { EVENT_BURST, REFUSED_LINGER_MS } from '../../server/hosts/stream-limits.ts';
 import { waitFor } from '../orchestrator/harness.ts';
+import { watchAlive } from '../support/alive.ts';
 import { DEFAULT_CAPS, FakeSidecar } from '../support/fake-sidecar.ts';
 import { forEachDialect, startTestServer, type TestServer } from '../support/server.ts';
 
@@ -52,16 +53,20 @@ forEachDialect('hostile host stream', (dialect) => {
   test('H4: a first frame larger than a hello is refused with 1008 before it is buffered', {
     timeout: 30_000,
   }, async () => {
+    const alive = watchAlive();
     const { ws, closed } = await dial(s.url);
     ws.send(`{"type":"hello","payload":{"token":"${'x'.repeat(4 * 1024 * 1024)}"}}`);
     const c = await closed;
     assert.equal(c.code, 1008);
     assert.match(c.reason, /64 KiB/);
+    // The refused stream is cut after its linger: the server outlives that timer.
+    await alive.assertAliveAfter(s.url, REFUSED_LINGER_MS);
   });
 
   test('H4: a 16 MiB frame announced but never finished is cut at 64 KiB, not held', {
     timeout: 30_000,
   }, async () => {
+    const alive = watchAlive();
     const { ws, closed } = await dial(s.url);
     // A frame header announcing 16 MiB - 1 (masked, as clients must), then 100 KiB of it.
     const len = 16 * 1024 * 1024 - 1;
@@ -87,6 +92,7 @@ forEachDialect('hostile host stream', (dialect) => {
     const c = await closed;
     assert.equal(c.code, 1008);
     assert.match(c.reason, /64 KiB/);
+    await alive.assertAliveAfter(s.url, REFUSED_LINGER_MS);
   });
 
   test('L2/M3: oversized, deep or NUL-bearing capabilities are refused and the token stays usable', {
