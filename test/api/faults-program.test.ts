@@ -13,6 +13,7 @@ import { dbTarget } from '../support/server.ts';
 
 const INJECT = new URL('../support/inject-fault.ts', import.meta.url).pathname;
 const key = `dak_test${randomBytes(16).toString('hex')}`;
+const operator = `metrics-${randomBytes(16).toString('hex')}`;
 let target: string;
 let cleanup = () => {};
 before(async () => {
@@ -21,7 +22,11 @@ before(async () => {
 after(() => cleanup());
 
 const start = () =>
-  startChild(target, { SVC_BOOTSTRAP_KEY: key }, { nodeArgs: ['--import', INJECT], ipc: true });
+  startChild(
+    target,
+    { SVC_BOOTSTRAP_KEY: key, SVC_METRICS_TOKEN: operator },
+    { nodeArgs: ['--import', INJECT], ipc: true },
+  );
 
 /** Sends one fault and waits for the child to have armed it (or to have exited). */
 function inject(child: Child, fault: string): Promise<void> {
@@ -33,7 +38,7 @@ function inject(child: Child, fault: string): Promise<void> {
 }
 
 async function uncaught(child: Child, kind: string): Promise<number> {
-  const r = await fetch(`${child.url}/metrics`, { headers: { authorization: `Bearer ${key}` } });
+  const r = await fetch(`${child.url}/metrics`, { headers: { authorization: `Bearer ${operator}` } });
   return sample(await r.text(), 'svc_uncaught_errors_total', { kind });
 }
 
