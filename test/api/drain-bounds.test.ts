@@ -5,7 +5,12 @@
 import assert from 'node:assert/strict';
 import type { IncomingMessage } from 'node:http';
 import { connect, type Socket } from 'node:net';
+import { Transform, Writable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import { after, before, test } from 'node:test';
+import { TooLarge } from '../../server/errors.ts';
+import { createHttpApp } from '../../server/http/app.ts';
+import { httpLimits } from '../../server/http/limits.ts';
 import { watchAlive } from '../support/alive.ts';
 import { MiB, rawPut } from '../support/raw-put.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
@@ -30,6 +35,46 @@ test('an upload streamed past 512 MiB with a valid key gets its 413, and the ser
   const o = await rawPut(s.url, '/v1/uploads', 600 * MiB, { key: s.key });
   assert.equal(o.status, 413, JSON.stringify(o));
   await alive.assertAliveAfter(s.url, DRAIN_MS);
+});
+
+test('a handler that destroyed its body stream past a limit of its own: the 413 goes out, and the server outlives the drain bound', async () => {
+  // The state an upload route left when it gave up on its body: the request without its socket.
+  const app = await createHttpApp({
+    logger: false,
+    version: 'test',
+    verbose: false,
+    limits: httpLimits({ drainMaxMs: DRAIN_MS }),
+  });
+  app.get('/health', async () => ({ status: 'ok' }));
+  app.register(async (scope) => {
+    scope.addContentTypeParser('application/x-tar', (_req, payload, done) => done(null, payload));
+    scope.put('/stream', { bodyLimit: 1024 * MiB }, async (req) => {
+      let n = 0;
+      const meter = new Transform({
+        transform(chunk: Buffer, _enc, done) {
+          n += chunk.length;
+          done(n > 4 * MiB ? new TooLarge('over 4 MiB') : null);
+        },
+      });
+      // As the upload route streamed to disk: the pipeline destroys the body when it fails.
+      await pipeline(
+        req.body as NodeJS.ReadableStream,
+        meter,
+        new Writable({ write: (_c, _e, done) => done() }),
+      );
+      return {};
+    });
+  });
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  try {
+    const url = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
+    const alive = watchAlive();
+    const o = await rawPut(url, '/stream', 16 * MiB);
+    assert.equal(o.status, 413, JSON.stringify(o));
+    await alive.assertAliveAfter(url, DRAIN_MS);
+  } finally {
+    await app.close();
+  }
 });
 
 test('a refused body that stops arriving is cut at the drain bound, and the server still answers', async () => {
