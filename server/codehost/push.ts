@@ -10,7 +10,7 @@ import type { Db } from '../db/types.ts';
 import type { DeploymentEngine } from '../deployments/engine.ts';
 import { deploySpec, type Started } from '../envs/lifecycle.ts';
 import { Conflict, NotFound } from '../errors.ts';
-import { appendEvent } from '../events/store.ts';
+import { appendEvent, type LiveEvents } from '../events/store.ts';
 import { requireProject } from '../projects/projects.ts';
 import { getSource, type ProjectSource, setLastDeployedSha } from '../projects/source-store.ts';
 import { parseWithContext } from '../uploads/parse.ts';
@@ -27,6 +27,7 @@ const CHECK_WAIT_MS = 3 * 60 * 60 * 1000;
 export interface CodehostDeps {
   db: Db;
   engine: DeploymentEngine;
+  events: LiveEvents;
   config: Config;
   github: GitHub;
   log: { warn(obj: object, msg: string): void };
@@ -63,12 +64,19 @@ export async function deployCommit(d: CodehostDeps, c: Commit): Promise<Started>
   const spec = await parseWithContext(d.db, dir, c.project.teamId, compose, up.upload, c.source.ComposePath);
   const caller = { teamId: c.project.teamId, role: 'codehost' };
   const { deployment, phases } = await deploySpec(d.db, d.engine, caller, project, spec, { env: c.env });
-  await appendEvent(d.db, c.project.teamId, `dep:${deployment.ID}`, 'deployment.source', {
-    sha: c.sha,
-    branch: c.branch,
-    repo: c.repo,
-    context: up.sha256,
-  });
+  await appendEvent(
+    d.db,
+    c.project.teamId,
+    `dep:${deployment.ID}`,
+    'deployment.source',
+    {
+      sha: c.sha,
+      branch: c.branch,
+      repo: c.repo,
+      context: up.sha256,
+    },
+    d.events,
+  );
   await setLastDeployedSha(d.db, c.project.id, c.sha);
   void followWithCheckRun(d, c, deployment.ID).catch((err) =>
     d.log.warn({ deployment: deployment.ID, err: (err as Error).message }, 'check run not completed'),

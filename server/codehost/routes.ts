@@ -33,7 +33,7 @@ export function codehostRoutes(app: App, ctx: AppContext): void {
   const github = new GitHub(config.codehost.apiUrl, config.codehost.appId, config.codehost.appPrivateKey);
   const states = new OAuthStates();
   oauthStatesOf.set(ctx, states);
-  const deps: CodehostDeps = { db, engine: ctx.engine, config, github, log: app.log };
+  const deps: CodehostDeps = { db, engine: ctx.engine, events: ctx.events, config, github, log: app.log };
   const tokens = new UserTokens({ db, config, github, secrets: ctx.secrets });
 
   const none = { auth: 'none' as const };

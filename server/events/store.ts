@@ -34,14 +34,18 @@ interface Row {
   at: string;
 }
 
-/** Inserts the event; `live` hears of it after `q`'s transaction commits (never if it rolls back). */
+/**
+ * Inserts the event; `live` hears of it after `q`'s transaction commits (never if it rolls back).
+ * `live` is required so a writer cannot forget it: `null` (tests that write rows only) leaves the
+ * event to the streams' periodic poll, up to 2 s late.
+ */
 export async function appendEvent(
   q: Queryable,
   teamId: string,
   subject: string,
   kind: string,
   body: unknown,
-  live?: LiveEvents,
+  live: LiveEvents | null | undefined,
 ): Promise<void> {
   const text = json(body);
   const e: Event = {

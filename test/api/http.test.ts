@@ -121,9 +121,10 @@ forEachDialect('http surface', (dialect) => {
     const env = p.environments[0].ID;
     const db = s.server.ctx.db;
     const other = await otherTeam(s, 'events-other@example.com');
-    for (let i = 0; i < 205; i++) await appendEvent(db, p.project.TeamID, `env:${env}`, 'test.tick', { i });
-    await appendEvent(db, other.teamId, `env:${env}`, 'test.foreign', { secret: true });
-    await appendEvent(db, p.project.TeamID, 'dep:dep_x', 'deployment.started', { kind: 'deploy' });
+    for (let i = 0; i < 205; i++)
+      await appendEvent(db, p.project.TeamID, `env:${env}`, 'test.tick', { i }, null);
+    await appendEvent(db, other.teamId, `env:${env}`, 'test.foreign', { secret: true }, null);
+    await appendEvent(db, p.project.TeamID, 'dep:dep_x', 'deployment.started', { kind: 'deploy' }, null);
     const r = await s.req('GET', `/v1/events?subject=env:${env}`);
     assert.equal(r.status, 200);
     assert.equal(r.body.events.length, 200);

@@ -198,9 +198,14 @@ forEachDialect('hostile host stream', (dialect) => {
     const team = s.server.ctx.db;
     const me = await s.req('GET', '/v1/me');
     for (let i = 0; i < 3; i++)
-      await appendEvent(team, me.body.team.ID, `host:${sc.hostId}`, 'legacy', {
-        blob: 'y'.repeat(2 * 1024 * 1024),
-      });
+      await appendEvent(
+        team,
+        me.body.team.ID,
+        `host:${sc.hostId}`,
+        'legacy',
+        { blob: 'y'.repeat(2 * 1024 * 1024) },
+        null,
+      );
     const r = await s.req('GET', `/v1/events?subject=host:${sc.hostId}`);
     assert.equal(r.status, 200);
     assert.ok(r.body.events.length > EVENT_BURST);
