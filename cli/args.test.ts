@@ -3,10 +3,11 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { parseCommandArgs } from './args.ts';
-import { type Command, UsageError } from './command.ts';
+import type { Command } from './command.ts';
 import { login } from './commands/account.ts';
 import { exec } from './commands/files.ts';
 import { deploy } from './commands/lifecycle.ts';
+import { UsageError } from './errors.ts';
 
 const parse = (cmd: Command, argv: string[]) => parseCommandArgs(cmd, argv);
 const refused = (cmd: Command, argv: string[], message: RegExp) =>

@@ -3,7 +3,8 @@
 // positional, or before `--`) is parsed by node's util.parseArgs with the command's flag list;
 // `--flag=value` works, boolean flags also take `=true`/`=false` (`--wait=false`).
 import { type ParseArgsConfig, parseArgs } from 'node:util';
-import { type Command, type FlagSpec, type FlagValues, UsageError } from './command.ts';
+import type { Command, FlagSpec, FlagValues } from './command.ts';
+import { UsageError } from './errors.ts';
 
 export interface Parsed {
   flags: FlagValues;

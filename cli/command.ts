@@ -2,6 +2,7 @@
 // main.ts dispatches on the words, args.ts parses by the flag list, help.ts and completion.ts
 // render from the same records, so a flag cannot exist without being documented and completed.
 import type { Config } from './config.ts';
+import { UsageError } from './errors.ts';
 import type { Client } from './http.ts';
 
 export interface FlagSpec {
@@ -65,24 +66,6 @@ export interface Command {
   unavailable?: boolean;
   /** Exit code; undefined means 0. */
   run(ctx: RunContext): Promise<number | undefined>;
-}
-
-/** A usage error: exit 2 with the command's usage line. */
-export class UsageError extends Error {
-  readonly command: Command | undefined;
-  constructor(message: string, command?: Command) {
-    super(message);
-    this.command = command;
-  }
-}
-
-/** A runtime error: `svc: <message>` on stderr, exit 1 (or `code`). */
-export class CliError extends Error {
-  readonly code: number;
-  constructor(message: string, code = 1) {
-    super(message);
-    this.code = code;
-  }
 }
 
 const flagUsage = (f: FlagSpec): string => {

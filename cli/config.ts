@@ -5,7 +5,7 @@
 import { chmodSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { CliError } from './command.ts';
+import { CliError } from './errors.ts';
 
 export const DEFAULT_SERVER = 'http://localhost:8080';
 export const NOT_SIGNED_IN = 'not signed in: run svc login or set SVC_API_KEY';

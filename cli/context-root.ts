@@ -7,7 +7,7 @@
 import { existsSync, statSync } from 'node:fs';
 import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { parse as parseYaml } from 'yaml';
-import { CliError } from './command.ts';
+import { CliError } from './errors.ts';
 
 export interface ContextRoot {
   /** The directory shipped. */

@@ -20,7 +20,7 @@ import { pipeline } from 'node:stream/promises';
 import { createGzip } from 'node:zlib';
 import { pack } from 'tar-stream';
 import { compileIgnore } from '../protocol/dockerignore.ts';
-import { CliError } from './command.ts';
+import { CliError } from './errors.ts';
 import type { Client } from './http.ts';
 
 export const MAX_CONTEXT_BYTES = 512 * 1024 * 1024;

@@ -5,8 +5,8 @@
 // setup.sh) and [steps.healthcheck] are what `svc step` hands to the agent before the step.
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { CliError } from './command.ts';
-import { hostEnv, isObj, type Obj, readTaskToml, seconds, workdirOf } from './harbor.ts';
+import { CliError } from './errors.ts';
+import { hostEnv, isObj, type Obj, readTaskToml, seconds, workdirOf } from './task-folder.ts';
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
 const isDir = (p: string) => existsSync(p) && statSync(p).isDirectory();

@@ -7,9 +7,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { parse } from 'yaml';
-import { CliError } from './command.ts';
 import { needsContext, packContext } from './context.ts';
-import { harborCompose } from './harbor.ts';
+import { CliError } from './errors.ts';
+import { harborCompose } from './task-compose.ts';
 
 const root = mkdtempSync(join(tmpdir(), 'svc-cli-harbor-'));
 after(() => rmSync(root, { recursive: true, force: true }));

@@ -4,40 +4,27 @@
 // resources and network from [environment], the verifier from [verifier] running tests/test.sh as
 // root inside `main` of the grader's fork with tests/ mounted at /tests there only. The compose
 // paths of environment/docker-compose.yaml are rebased onto environment/.
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { parse as parseToml } from 'smol-toml';
-import { parse as parseYaml, stringify } from 'yaml';
-import { CliError } from './command.ts';
+import { parse as parseYaml } from 'yaml';
+import { CliError } from './errors.ts';
 import { harborSteps } from './harbor-steps.ts';
-import { isTerminalBench, terminalBenchCompose } from './terminal-bench.ts';
+import {
+  hostEnv,
+  isObj,
+  lit,
+  type Obj,
+  read,
+  readTaskToml,
+  resolveHostVars,
+  seconds,
+  workdirOf,
+} from './task-folder.ts';
 
 /** The agent's user when [agent].user does not name one: the agent never runs as root. */
 export const DEFAULT_AGENT_USER = '1000:1000';
 const RUN_TESTS =
   'cd /app 2>/dev/null || cd /; if command -v bash >/dev/null 2>&1; then exec bash /tests/test.sh; else exec sh /tests/test.sh; fi';
-
-export type Obj = Record<string, unknown>;
-export const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
-
-export function read(path: string, what: string): string {
-  try {
-    return readFileSync(path, 'utf8');
-  } catch {
-    throw new CliError(`not a Harbor task: ${what} is missing (${path})`);
-  }
-}
-
-/** `${VAR}` and `${VAR:-default}` from this shell, as Harbor resolves [environment].env. */
-function resolveHostVars(text: string): string {
-  return text.replace(
-    /\$\{([A-Za-z_][A-Za-z0-9_]{0,255})(?::-([^}]{0,1000}))?\}/g,
-    (_m, name: string, def?: string) => process.env[name] ?? def ?? '',
-  );
-}
-
-/** Compose reads `$` as interpolation: values that are final are written with `$$`. */
-const lit = (s: string) => s.replaceAll('$', '$$');
 
 const rebase = (p: string) => {
   if (p.startsWith('/') || /^[a-z]+:\/\//i.test(p)) return p;
@@ -91,48 +78,11 @@ function ownWorkdir(services: Obj, main: Obj, user: string, workdir: string): vo
   main.depends_on = { ...map, [WORKDIR_OWNER]: { condition: 'service_completed_successfully' } };
 }
 
-/** The last WORKDIR of the Dockerfile (where Harbor tasks keep the agent's work), or /app. */
-export function workdirOf(dockerfile: string): string {
-  let dir = '/app';
-  for (const line of dockerfile.split('\n')) {
-    const m = /^\s*WORKDIR\s+(\/\S*)\s*$/i.exec(line);
-    if (m) dir = m[1];
-  }
-  return dir;
-}
-
-export interface HarborTask {
-  compose: string;
-  /** The folder shipped as the context. */
-  root: string;
-  /** Removes what the conversion staged (a Terminal-Bench task's Harbor-layout copy). */
-  done(): void;
-}
-
-/**
- * A task folder as a compose file: a Harbor task (task.toml), with or without [[steps]], or a
- * Terminal-Bench v1 task (task.yaml), staged in Harbor's layout first (terminal-bench.ts).
- */
-export function harborCompose(dir: string): HarborTask {
-  if (!existsSync(dir) || !statSync(dir).isDirectory()) throw new CliError(`${dir} is not a directory`);
-  if (isTerminalBench(dir)) return terminalBenchCompose(dir);
-  return { compose: HEADER + stringify(harborDoc(dir)), root: dir, done: () => {} };
-}
-
 export const HEADER =
   `# svc compose file for the Harbor task in this folder (svc init --from-harbor); the folder is\n` +
   '# the context: main is built from environment/, tests/ are mounted at /tests for the grader only.\n';
 
-export function readTaskToml(dir: string): Obj {
-  try {
-    return parseToml(read(join(dir, 'task.toml'), 'task.toml')) as Obj;
-  } catch (err) {
-    if (err instanceof CliError) throw err;
-    throw new CliError(`task.toml is not valid TOML: ${(err as Error).message.split('\n')[0]}`);
-  }
-}
-
-/** The task's compose document (x-svc keys included), for harborCompose or a converter to adjust. */
+/** The task's compose document (x-svc keys included), for task-compose.ts or a converter to adjust. */
 export function harborDoc(dir: string, opts: { testScript?: string } = {}): Obj {
   const task = readTaskToml(dir);
   const steps = harborSteps(dir, task);
@@ -209,10 +159,3 @@ export function harborDoc(dir: string, opts: { testScript?: string } = {}): Obj 
   };
   return doc;
 }
-
-export const seconds = (v: unknown, fallback: number) =>
-  Math.max(1, Math.ceil(Number(v ?? fallback)) || fallback);
-
-/** Harbor resolves `${VAR}` in [verifier].env from the host; compose must not read `$` again. */
-export const hostEnv = (vars: Obj) =>
-  Object.fromEntries(Object.entries(vars).map(([k, v]) => [k, lit(resolveHostVars(String(v)))]));

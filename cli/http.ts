@@ -1,7 +1,7 @@
 // The API client: one request per call, bounded by the spec's 5-minute CLI timeout. Every failure
 // becomes one line: `cannot reach <server>: <reason>` for the network, `<error>` from the server's
 // `{error}` body (with the status where the message alone does not say enough).
-import { CliError } from './command.ts';
+import { CliError } from './errors.ts';
 
 export const REQUEST_TIMEOUT_MS = 5 * 60 * 1000;
 

@@ -2,17 +2,10 @@
 // when the command talks to the server, runs it, and turns every failure into one line:
 // usage errors exit 2 with the usage line, other errors print `svc: <message>` and exit 1.
 import { parseCommandArgs } from './args.ts';
-import {
-  CliError,
-  type Command,
-  lookup,
-  type Output,
-  type RunContext,
-  UsageError,
-  usageLine,
-} from './command.ts';
+import { type Command, lookup, type Output, type RunContext, usageLine } from './command.ts';
 import { COMMANDS } from './commands/index.ts';
 import { type Config, NOT_SIGNED_IN, resolveConfig } from './config.ts';
+import { CliError, UsageError } from './errors.ts';
 import { commandHelp, globalHelp, helpFor } from './help.ts';
 import { Client } from './http.ts';
 

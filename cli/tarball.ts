@@ -20,7 +20,7 @@ import {
 import { basename, join, resolve } from 'node:path';
 import tar from 'tar-stream';
 import { MAX_ARCHIVE_BYTES } from '../protocol/commands.ts';
-import { CliError } from './command.ts';
+import { CliError } from './errors.ts';
 
 const BLOCK = 512;
 

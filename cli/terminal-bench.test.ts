@@ -19,8 +19,8 @@ import { after, describe, it } from 'node:test';
 import { parse } from 'yaml';
 import { parseCompose } from '../server/compose/index.ts';
 import { contextOf } from '../server/compose/project-testing.ts';
-import { harborCompose } from './harbor.ts';
 import { localStep } from './harbor-steps.ts';
+import { harborCompose } from './task-compose.ts';
 
 const TASKS = '/work/shared/corpus/tasks';
 const root = mkdtempSync(join(tmpdir(), 'svc-cli-tbench-'));

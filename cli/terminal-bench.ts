@@ -9,8 +9,9 @@ import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeF
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse as parseYaml, stringify } from 'yaml';
-import { CliError } from './command.ts';
-import { HEADER, harborDoc, isObj, type Obj, read } from './harbor.ts';
+import { CliError } from './errors.ts';
+import { HEADER, harborDoc } from './harbor.ts';
+import { isObj, type Obj, read } from './task-folder.ts';
 
 /** What the harness sets (terminal_bench/terminal/docker_compose_manager.py), as svc provides it. */
 const CONTAINER_PATHS: Record<string, string> = {

@@ -5,7 +5,8 @@
 // redrawn with a carriage return; on a pipe only the plain lines are written.
 import type { PhaseRecord, StartedBody } from '../protocol/api.ts';
 import { sleep } from '../shared/concurrency.ts';
-import { CliError, type Output } from './command.ts';
+import type { Output } from './command.ts';
+import { CliError } from './errors.ts';
 import { type Client, seg } from './http.ts';
 
 export const POLL_MS = 700;

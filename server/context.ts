@@ -7,16 +7,9 @@ import type { Db } from './db/types.ts';
 import type { DeploymentEngine } from './deployments/engine.ts';
 import type { EventBus } from './events/bus.ts';
 import type { Blobs } from './hosts/blobs.ts';
+import type { HostConnectivity } from './hosts/connectivity.ts';
 import type { Dispatcher } from './hosts/dispatcher.ts';
 import type { Authenticator } from './identity/auth.ts';
-
-/** The hub's live view of sidecar streams (server/hosts). */
-export interface HostConnectivity {
-  /** True while a sidecar host has an open stream. Driver hosts are answered by their kind, not here. */
-  isConnected(hostId: string): boolean;
-  /** How many sidecar hosts have an open stream now. */
-  connectedCount?(): number;
-}
 
 export interface AppContext {
   config: Config;

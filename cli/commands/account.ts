@@ -2,8 +2,9 @@
 import { spawn } from 'node:child_process';
 import type { DeviceCodeBody, DeviceTokenBody } from '../../protocol/api.ts';
 import { sleep } from '../../shared/concurrency.ts';
-import { CliError, type Command, type Output } from '../command.ts';
+import type { Command, Output } from '../command.ts';
 import { configPath, DEFAULT_SERVER, normaliseServer, readConfigFile, writeConfigFile } from '../config.ts';
+import { CliError } from '../errors.ts';
 import { Client, HttpError } from '../http.ts';
 import { simple } from './simple.ts';
 

@@ -1,5 +1,6 @@
 // `files put|get` (tar archives in and out of a service) and `exec` (a command in a service).
-import { type Command, UsageError } from '../command.ts';
+import type { Command } from '../command.ts';
+import { UsageError } from '../errors.ts';
 import { seg } from '../http.ts';
 import { extractSafely, packPath } from '../tarball.ts';
 

@@ -3,18 +3,12 @@
 import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import type { StartedBody } from '../../protocol/api.ts';
-import {
-  CliError,
-  type Command,
-  type FlagSpec,
-  givenFlags,
-  type RunContext,
-  UsageError,
-} from '../command.ts';
+import { type Command, type FlagSpec, givenFlags, type RunContext } from '../command.ts';
 import { needsContext, uploadContext } from '../context.ts';
 import { contextRoot } from '../context-root.ts';
-import { harborCompose } from '../harbor.ts';
+import { CliError, UsageError } from '../errors.ts';
 import { seg } from '../http.ts';
+import { harborCompose } from '../task-compose.ts';
 import { watchDeployment } from '../wait.ts';
 
 export const WAIT: FlagSpec = {

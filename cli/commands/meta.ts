@@ -1,6 +1,7 @@
 // `help`, `completion` and the verbs the spec declares unavailable.
-import { CliError, type Command, UsageError } from '../command.ts';
+import type { Command } from '../command.ts';
 import { completionScript } from '../completion.ts';
+import { CliError, UsageError } from '../errors.ts';
 import { helpFor } from '../help.ts';
 
 export const help: Command = {

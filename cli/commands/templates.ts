@@ -3,8 +3,10 @@ import { existsSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { stringify } from 'yaml';
 import type { TemplateRecord } from '../../protocol/api.ts';
-import { CliError, type Command } from '../command.ts';
-import { HEADER, harborCompose } from '../harbor.ts';
+import type { Command } from '../command.ts';
+import { CliError } from '../errors.ts';
+import { HEADER } from '../harbor.ts';
+import { harborCompose } from '../task-compose.ts';
 import { isTerminalBench, stageTerminalBench, terminalBenchDoc } from '../terminal-bench.ts';
 
 /** Single-quotes a word for a POSIX shell. */

@@ -1,9 +1,10 @@
 // Reading environments (spec "Environments", read routes): an environment of the caller's team
 // with whether its host can take commands now, its versions and its deployments.
-import type { HostConnectivity } from '../context.ts';
+
 import type { Db } from '../db/types.ts';
 import { type Deployment, listDeploymentsOfEnv } from '../deployments/store.ts';
 import { NotFound } from '../errors.ts';
+import type { HostConnectivity } from '../hosts/connectivity.ts';
 import { getHostRow } from '../hosts/store.ts';
 import { type Environment, getEnv, listVersions, type Version } from './store.ts';
 

@@ -1,7 +1,8 @@
 // The one check of whether a host can take a command now: it belongs to the team, and it is a
 // driver host or a sidecar with an open stream.
-import type { HostConnectivity } from '../context.ts';
+
 import type { Queryable } from '../db/types.ts';
+import type { HostConnectivity } from './connectivity.ts';
 import type { CommandTarget } from './dispatcher.ts';
 import { getHostRow } from './store.ts';
 

@@ -4,8 +4,8 @@
 import { PREFIX } from '../../protocol/ids.ts';
 import { type CapabilityRow, capabilityRow, isSandboxProvider } from '../clouds/providers.ts';
 import { type Cloud, listClouds } from '../clouds/store.ts';
-import type { HostConnectivity } from '../context.ts';
 import type { Queryable } from '../db/types.ts';
+import type { HostConnectivity } from './connectivity.ts';
 import { findDriverHost, type Host, insertDriverHost, listHosts } from './store.ts';
 
 /** The spec's Host record: the stored fields plus `connected`. */

@@ -8,7 +8,7 @@ import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { packContext } from '../../cli/context.ts';
-import { harborCompose } from '../../cli/harbor.ts';
+import { harborCompose } from '../../cli/task-compose.ts';
 import { BUSYBOX_IMAGE } from '../support/images.ts';
 import { exec, finished, type Real } from './real.ts';
 

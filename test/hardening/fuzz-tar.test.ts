@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import fc from 'fast-check';
-import { CliError } from '../../cli/command.ts';
+import { CliError } from '../../cli/errors.ts';
 import { extractSafely } from '../../cli/tarball.ts';
 import { NO_RATE_LIMITS } from '../../server/http/limits.ts';
 import { createProject } from '../support/api.ts';
