@@ -52,7 +52,7 @@ export class GroupCommit {
 
   /** Runs `write` in the next shared transaction; resolves with its value once that commits. */
   write<T>(write: (q: Queryable) => Promise<T>): Promise<T> {
-    if (this.#db.dialect.name === 'postgres') return write(this.#db);
+    if (!this.#db.dialect.capabilities.cheapSharedCommits) return write(this.#db);
     return new Promise<T>((resolve, reject) => {
       this.#queued.push({ write, resolve: resolve as (v: unknown) => void, reject });
       if (this.#queued.length === FULL_BATCH && this.#timer) {

@@ -2,7 +2,10 @@
 import pg from 'pg';
 import { type Db, type Dialect, type Param, type Queryable, runCommitted } from './types.ts';
 
-const DIALECT: Dialect = { name: 'postgres' };
+const DIALECT: Dialect = {
+  name: 'postgres',
+  capabilities: { blocksEventLoop: false, soleWriter: false, cheapSharedCommits: false },
+};
 
 const rewritten = new Map<string, string>();
 

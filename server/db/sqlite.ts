@@ -4,7 +4,10 @@
 import { DatabaseSync, type StatementSync } from 'node:sqlite';
 import { type Db, type Dialect, type Param, type Queryable, runCommitted } from './types.ts';
 
-const DIALECT: Dialect = { name: 'sqlite' };
+const DIALECT: Dialect = {
+  name: 'sqlite',
+  capabilities: { blocksEventLoop: true, soleWriter: true, cheapSharedCommits: true },
+};
 
 /**
  * Prepared statements kept by their text. SQL built with a varying number of placeholders (batch

@@ -5,8 +5,33 @@ import { isoNow } from '../../protocol/time.ts';
 
 export type Param = string | number | bigint | null;
 
+/**
+ * What an engine can do, declared by its dialect and read by the code that depends on it (stores,
+ * group commit), which never compares dialect names.
+ */
+export interface Capabilities {
+  /**
+   * Statements run synchronously on the event loop (the embedded engine): a long batch of writes is
+   * cut into small chunks that yield to I/O between them, or it stalls every request meanwhile.
+   */
+  blocksEventLoop: boolean;
+  /**
+   * Only this process writes the database (an embedded file), so a process-local cache that forgets
+   * a row before and after each write of it sees every change; a shared server can be written by
+   * others (another replica, an operator), so there a cache could serve stale rows.
+   */
+  soleWriter: boolean;
+  /**
+   * A transaction costs one local commit, not network round trips: small writes asked for in the
+   * same turn of the event loop gain by sharing one (group commit). Without it, writes go straight
+   * through.
+   */
+  cheapSharedCommits: boolean;
+}
+
 export interface Dialect {
   name: 'sqlite' | 'postgres';
+  capabilities: Capabilities;
 }
 
 export interface Queryable {

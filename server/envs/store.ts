@@ -147,8 +147,8 @@ export async function insertEnv(q: Queryable, e: NewEnv): Promise<Environment> {
 }
 
 /**
- * Environment rows for the exec hot path (issue 15), on SQLite only, where every write to this
- * table goes through this file in this process: `renameEnv` and `updateEnv` forget a row before
+ * Environment rows for the exec hot path, only on a database this process alone writes (the
+ * dialect's `soleWriter`: SQLite), where every write to this table goes through this file: `renameEnv` and `updateEnv` forget a row before
  * and after they write it, and a read that raced a write (the generation moved) is not kept.
  * Reads through the Db wait for open transactions, so nothing uncommitted is kept; the short
  * bound covers anything else that writes the file.
@@ -174,7 +174,7 @@ async function changing<T>(id: string, write: () => Promise<T>): Promise<T> {
 
 /** `getEnv` through the hot-path cache (never inside a transaction: it takes the Db itself). */
 export async function getEnvHot(db: Db, teamId: string, id: string): Promise<Environment | undefined> {
-  if (db.dialect.name !== 'sqlite') return getEnv(db, teamId, id);
+  if (!db.dialect.capabilities.soleWriter) return getEnv(db, teamId, id);
   const at = Date.now();
   let row = hot.get(id);
   if (!row || row.until <= at) {

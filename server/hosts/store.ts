@@ -164,11 +164,11 @@ const SQLITE_FLUSH_CHUNK = 250;
  * listed once (the hub's map of heartbeats seen).
  */
 export async function setLastSeen(db: Db, seen: [id: string, at: string][]): Promise<void> {
-  const sqlite = db.dialect.name !== 'postgres';
-  const size = sqlite ? SQLITE_FLUSH_CHUNK : FLUSH_CHUNK;
+  const yields = db.dialect.capabilities.blocksEventLoop;
+  const size = yields ? SQLITE_FLUSH_CHUNK : FLUSH_CHUNK;
   for (let i = 0; i < seen.length; i += size) {
     const chunk = seen.slice(i, i + size);
-    if (sqlite && i > 0) await new Promise((r) => setImmediate(r));
+    if (yields && i > 0) await new Promise((r) => setImmediate(r));
     await db.run(
       `UPDATE hosts SET last_seen_at = v.column2 FROM (VALUES ${chunk.map(() => '(?, ?)').join(', ')}) AS v
        WHERE hosts.id = v.column1`,
