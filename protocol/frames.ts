@@ -15,6 +15,23 @@ export const STREAM_PATH = '/v1/hosts/stream';
 
 const OptText = Type.Optional(Type.Union([Type.String(), Type.Null()]));
 
+/**
+ * Why a command failed, beside its `error` text: `timeout` (not answered within its bound),
+ * `cancelled` (the caller gave up, e.g. its phase was cancelled), `host_gone` (the host's stream
+ * dropped or it is not connected), `host_error` (the host ran it and it failed; also any failed
+ * result that names no type), `malformed` (the payload or the result broke its schema). A sidecar
+ * sends it on a failed `result` as `error_type`; the control plane's HTTP answer follows it.
+ */
+export const COMMAND_FAILURE_TYPES = [
+  'timeout',
+  'cancelled',
+  'host_gone',
+  'host_error',
+  'malformed',
+] as const;
+export const CommandFailureType = Type.Union(COMMAND_FAILURE_TYPES.map((t) => Type.Literal(t)));
+export type CommandFailureType = Static<typeof CommandFailureType>;
+
 /** The frame envelope; property order is the order parseFrame reports a bad field in. */
 export const FrameSchema = Type.Object({
   type: Type.Union(FRAME_TYPES.map((t) => Type.Literal(t))),
@@ -23,6 +40,7 @@ export const FrameSchema = Type.Object({
   kind: OptText,
   env_id: OptText,
   error: OptText,
+  error_type: Type.Optional(CommandFailureType),
   message: OptText,
   sent_at: OptText,
   ok: Type.Optional(Type.Boolean()),
@@ -52,6 +70,8 @@ export function parseFrame(data: string): Frame {
     const key = error?.path.split('/')[1] ?? 'type';
     if (key === 'type') throw new FrameError(`frame type must be one of ${FRAME_TYPES.join(', ')}`);
     if (key === 'ok') throw new FrameError('frame field ok must be a boolean');
+    if (key === 'error_type')
+      throw new FrameError(`frame field error_type must be one of ${COMMAND_FAILURE_TYPES.join(', ')}`);
     throw new FrameError(`frame field ${key} must be a string`);
   }
   const needsCommandId =

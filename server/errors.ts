@@ -1,5 +1,6 @@
 // The typed error hierarchy of the control plane. Domain code throws these; the HTTP layer maps
 // them to `{error: message}` with the status; deployments record `<phase>: <message>`.
+import type { CommandFailureType } from '../protocol/frames.ts';
 
 export class SvcError extends Error {
   readonly status: number;
@@ -74,3 +75,16 @@ export class Timeout extends SvcError {
     super(504, message);
   }
 }
+
+/**
+ * A failed host command's HTTP status, chosen by its type (never by its text): a command the host
+ * did not answer in time is a 504; one it refused, failed, answered malformed, or could not be
+ * reached for (or that was cancelled) is a 502: the host could not run it.
+ */
+export const COMMAND_FAILURE_STATUS: Record<CommandFailureType, number> = {
+  timeout: 504,
+  cancelled: 502,
+  host_gone: 502,
+  host_error: 502,
+  malformed: 502,
+};

@@ -5,6 +5,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { type Frame, frame } from '../protocol/frames.ts';
 import { Runner } from './runner.ts';
 
 test('a failed crash-undo is logged and the cut-off command still gets its one stored result', async () => {
@@ -30,6 +31,46 @@ test('a failed crash-undo is logged and the cut-off command still gets its one s
     const stored = JSON.parse(readFileSync(join(dir, 'commands', 'cmd_1.json'), 'utf8'));
     assert.equal(stored.ok, false);
     assert.equal(stored.error, 'the sidecar restarted while running env.create');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('a failed result says why: a refused payload or id is malformed, anything else a host error', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'svc-runner-'));
+  try {
+    const sent: Frame[] = [];
+    const runner = new Runner(
+      dir,
+      {
+        'env.exec': async () => {
+          throw new Error('container app is not running');
+        },
+      },
+      (f) => sent.push(f),
+    );
+    const failure = () => {
+      const r = sent.filter((f) => f.type === 'result').at(-1);
+      return [r?.ok, r?.error_type, r?.error];
+    };
+    await runner.handle(
+      frame('command', { command_id: 'cmd_1', kind: 'env.exec', env_id: 'env_1', payload: {} }),
+    );
+    assert.deepEqual(failure(), [false, 'malformed', 'payload.service must be a string']);
+    const exec = { service: 'app', cmd: ['id'] };
+    await runner.handle(
+      frame('command', { command_id: 'cmd_2', kind: 'env.exec', env_id: 'env_1', payload: exec }),
+    );
+    assert.deepEqual(failure(), [false, 'host_error', 'container app is not running']);
+    await runner.handle(
+      frame('command', { command_id: 'bad id', kind: 'env.exec', env_id: 'env_1', payload: exec }),
+    );
+    assert.deepEqual(failure(), [false, 'malformed', 'invalid command id']);
+    // A resent id is answered from its stored result, the type included.
+    await runner.handle(
+      frame('command', { command_id: 'cmd_1', kind: 'env.exec', env_id: 'env_1', payload: exec }),
+    );
+    assert.deepEqual(failure(), [false, 'malformed', 'payload.service must be a string']);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -17,9 +17,9 @@ import {
 import { readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { type CommandKind, type Payloads, UNKNOWN_KIND_ERROR } from '../protocol/commands.ts';
-import { type Frame, frame } from '../protocol/frames.ts';
+import { type CommandFailureType, type Frame, frame } from '../protocol/frames.ts';
 import { KeyedQueue } from '../shared/concurrency.ts';
-import { readPayload } from './payload.ts';
+import { PayloadError, readPayload } from './payload.ts';
 import type { Hold } from './test-hold.ts';
 
 export interface CommandContext<K extends CommandKind = CommandKind> {
@@ -39,6 +39,8 @@ interface Stored {
   ok: boolean;
   payload?: unknown;
   error?: string;
+  /** Why it failed (results stored before the type existed have none: the server reads host_error). */
+  error_type?: CommandFailureType;
   kind: string;
   env_id: string;
   finished_at: string;
@@ -89,7 +91,9 @@ export class Runner {
     if (!id) return Promise.resolve(); // nothing to answer to
     if (!SAFE_ID.test(id)) {
       // It cannot name a result file, so it is refused without running (and without storing).
-      this.#send(frame('result', { command_id: id, ok: false, error: 'invalid command id' }));
+      this.#send(
+        frame('result', { command_id: id, ok: false, error: 'invalid command id', error_type: 'malformed' }),
+      );
       return Promise.resolve();
     }
     this.#send(frame('ack', { command_id: id }));
@@ -129,6 +133,8 @@ export class Runner {
         ...base,
         ok: false,
         error: (err as Error).message || String(err),
+        // A payload refused on receipt (or by a handler's own checks) is malformed; anything else the host failed at.
+        error_type: err instanceof PayloadError ? 'malformed' : 'host_error',
         finished_at: new Date().toISOString(),
       };
     }
@@ -164,6 +170,7 @@ export class Runner {
         ...base,
         ok: false,
         error: `the sidecar restarted while running ${base.kind}`,
+        error_type: 'host_error',
         finished_at: new Date().toISOString(),
       });
       rmSync(join(this.#dir, file), { force: true });
@@ -178,7 +185,7 @@ export class Runner {
         'result',
         s.ok
           ? { command_id: id, ok: true, payload: s.payload }
-          : { command_id: id, ok: false, error: s.error },
+          : { command_id: id, ok: false, error: s.error, error_type: s.error_type },
       ),
     );
   }

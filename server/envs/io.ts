@@ -1,5 +1,6 @@
 // Exec and file transfer: direct commands to an environment's host, recorded in the commands
-// table like every other command. A host that cannot run them is a 502 carrying its reason.
+// table like every other command. A host that cannot run them is a 502 carrying its reason (a
+// 504 when it did not answer in time: the command's failure type chooses, server/errors.ts).
 import tar from 'tar-stream';
 import { DEFAULT_EXEC_TIMEOUT_SEC, MAX_ARCHIVE_BYTES } from '../../protocol/commands.ts';
 import {
@@ -13,7 +14,6 @@ import type { AppContext } from '../context.ts';
 import { BadRequest, Conflict, NotFound, TooLarge, Upstream } from '../errors.ts';
 import { INLINE_ARCHIVE_BYTES } from '../hosts/blobs.ts';
 import { commandTarget, HostUnavailable } from '../hosts/command-target.ts';
-import { CommandError } from '../hosts/dispatcher.ts';
 import type { Caller } from '../identity/auth.ts';
 import { assertLive } from './lifecycle.ts';
 import { getEnvHot, getVersion } from './store.ts';
@@ -54,15 +54,6 @@ async function targetFor(ctx: AppContext, caller: Caller, envId: string, service
   }
 }
 
-async function upstream<T>(work: Promise<T>): Promise<T> {
-  try {
-    return await work;
-  } catch (err) {
-    if (err instanceof CommandError) throw new Upstream(err.message);
-    throw err;
-  }
-}
-
 export async function exec(
   ctx: AppContext,
   caller: Caller,
@@ -71,14 +62,13 @@ export async function exec(
 ) {
   const timeout = body.timeout_sec ?? DEFAULT_EXEC_TIMEOUT_SEC;
   const { env, target } = await targetFor(ctx, caller, envId, body.service);
-  return upstream(
-    ctx.dispatcher.run(
-      target,
-      env.ID,
-      'env.exec',
-      { service: body.service, cmd: body.cmd, timeout_sec: timeout },
-      (timeout + EXEC_GRACE_SEC) * 1000,
-    ),
+  // A failed command is a CommandError, whose HTTP status follows its type (server/errors.ts).
+  return ctx.dispatcher.run(
+    target,
+    env.ID,
+    'env.exec',
+    { service: body.service, cmd: body.cmd, timeout_sec: timeout },
+    (timeout + EXEC_GRACE_SEC) * 1000,
   );
 }
 
@@ -140,7 +130,7 @@ export async function putFiles(
   const payload = inline
     ? { service, path, tar_b64: data.toString('base64') }
     : { service, path, tar_b64: '', blob: ctx.blobs.offer(data) };
-  await upstream(ctx.dispatcher.run(target, env.ID, 'env.put', payload));
+  await ctx.dispatcher.run(target, env.ID, 'env.put', payload);
   return { ok: true as const, bytes: data.length };
 }
 
@@ -154,13 +144,11 @@ export async function getFiles(
   checkContainerPath(path);
   const { env, target } = await targetFor(ctx, caller, envId, service);
   const upload = ctx.blobs.expect();
-  const r = await upstream(
-    ctx.dispatcher.run(target, env.ID, 'env.get', {
-      service,
-      path,
-      upload: { url: upload.url, token: upload.token },
-    }),
-  );
+  const r = await ctx.dispatcher.run(target, env.ID, 'env.get', {
+    service,
+    path,
+    upload: { url: upload.url, token: upload.token },
+  });
   const data = r.uploaded
     ? await withTimeout(
         upload.received,

@@ -6,7 +6,7 @@
 // server/orchestrator.ts) and writes commands with the `send` of each stream's hello.
 
 import type { CommandKind, Payloads, Results } from '../../protocol/commands.ts';
-import { type Frame, frame } from '../../protocol/frames.ts';
+import { type CommandFailureType, type Frame, frame } from '../../protocol/frames.ts';
 import { newId, PREFIX } from '../../protocol/ids.ts';
 import { bounded, KeyedQueue } from '../../shared/concurrency.ts';
 import { Emitter } from '../../shared/emitter.ts';
@@ -14,16 +14,20 @@ import { guard } from '../../shared/faults.ts';
 import { GroupCommit } from '../db/group-commit.ts';
 import type { Db } from '../db/types.ts';
 import { now } from '../db/types.ts';
+import { COMMAND_FAILURE_STATUS, SvcError } from '../errors.ts';
 import { appendEvent, type LiveEvents } from '../events/store.ts';
 import { commandFinished } from '../metrics/channels.ts';
 import { finishCommand, getCommand, insertCommand, markAcked } from './command-store.ts';
 import type { HostFrame, HostGone, HostHello } from './hub-events.ts';
-import { checkResult } from './result-check.ts';
+import { checkResult, MalformedResult } from './result-check.ts';
 
-export class CommandError extends Error {
+/** A command that failed, with why (its type) beside the host's reason; its HTTP status follows the type. */
+export class CommandError extends SvcError {
+  readonly type: CommandFailureType;
   readonly commandId: string;
-  constructor(message: string, commandId: string) {
-    super(message);
+  constructor(type: CommandFailureType, message: string, commandId: string) {
+    super(COMMAND_FAILURE_STATUS[type], message);
+    this.type = type;
     this.commandId = commandId;
   }
 }
@@ -143,7 +147,7 @@ export class Dispatcher extends Emitter<DispatcherEvents> {
     for (const p of [...this.#pending.values()]) {
       if (p.hostId !== e.hostId) continue;
       this.#pending.delete(p.id);
-      p.reject(new CommandError(`${p.kind}: ${e.reason}`, p.id));
+      p.reject(new CommandError('host_gone', `${p.kind}: ${e.reason}`, p.id));
     }
   }
 
@@ -195,9 +199,9 @@ export class Dispatcher extends Emitter<DispatcherEvents> {
     const limited = bounded(
       outcome,
       timeoutMs,
-      () => new CommandError(`${kind} timed out after ${seconds(timeoutMs)}`, id),
+      () => new CommandError('timeout', `${kind} timed out after ${seconds(timeoutMs)}`, id),
       signal,
-      () => new CommandError(cancelled(kind, signal).message, id),
+      () => new CommandError('cancelled', cancelled(kind, signal).message, id),
     );
     try {
       // Shape-checked before the row says succeeded: a malformed result fails the command (502).
@@ -210,7 +214,9 @@ export class Dispatcher extends Emitter<DispatcherEvents> {
       const message = (err as Error).message;
       const acked = this.#takeAck(id);
       await this.#rows.write((q) => finishCommand(q, id, { ok: false, error: message }, acked));
-      throw err instanceof CommandError ? err : new CommandError(message, id);
+      throw err instanceof CommandError
+        ? err
+        : new CommandError(err instanceof MalformedResult ? 'malformed' : 'host_error', message, id);
     } finally {
       this.#inFlight--;
       this.#pending.delete(id);
@@ -229,14 +235,15 @@ export class Dispatcher extends Emitter<DispatcherEvents> {
       this.#pending.set(id, { id, hostId: target.hostId, teamId: target.teamId, kind, resolve, reject });
       const send = this.#streams.get(target.hostId);
       const sent = send?.(frame('command', { command_id: id, kind, env_id: envId, payload }));
-      if (!sent) reject(new CommandError(`host ${target.hostId} is not connected`, id));
+      if (!sent) reject(new CommandError('host_gone', `host ${target.hostId} is not connected`, id));
     });
   }
 
   async #viaDriver(id: string, target: CommandTarget, envId: string, kind: CommandKind, payload: unknown) {
     const provider = target.kind.replace(/^driver:/, '');
     const driver = this.#drivers.get(provider);
-    if (!driver) throw new CommandError(`${provider}: ${kind}: not supported on ${provider} yet`, id);
+    if (!driver)
+      throw new CommandError('host_error', `${provider}: ${kind}: not supported on ${provider} yet`, id);
     return driver.run(target, envId, kind, payload);
   }
 
@@ -288,7 +295,10 @@ export class Dispatcher extends Emitter<DispatcherEvents> {
     }
     this.#pending.delete(id);
     if (f.ok) p.resolve(f.payload ?? {});
-    else p.reject(new CommandError(f.error || `${p.kind} failed without a reason`, id));
+    else
+      p.reject(
+        new CommandError(f.error_type ?? 'host_error', f.error || `${p.kind} failed without a reason`, id),
+      );
   }
 
   async #ownRow(hostId: string, id: string) {

@@ -33,8 +33,11 @@ function word(schema: TSchema): string {
   }
 }
 
+/** A result that breaks its kind's schema: the command fails as `malformed`. */
+export class MalformedResult extends Error {}
+
 export function checkResult(kind: CommandKind, result: unknown): unknown {
-  if (!ANY_OBJECT.Check(result)) throw new Error(`malformed ${kind} result: not an object`);
+  if (!ANY_OBJECT.Check(result)) throw new MalformedResult(`malformed ${kind} result: not an object`);
   const check = CHECKS.get(kind);
   if (!check || check.Check(result)) return result;
   // Report the first failing field in the order the result lists them, as the orchestrator reads them.
@@ -43,7 +46,7 @@ export function checkResult(kind: CommandKind, result: unknown): unknown {
   const error = [...check.Errors(result)].sort((a, b) => rank(a.path) - rank(b.path))[0];
   if (error) {
     const field = error.path.slice(1).replaceAll('/', '.');
-    throw new Error(`malformed ${kind} result: ${field} must be ${word(error.schema)}`);
+    throw new MalformedResult(`malformed ${kind} result: ${field} must be ${word(error.schema)}`);
   }
   return result;
 }
