@@ -62,6 +62,12 @@ export const Version = Type.Object({
   Healthy: Type.Boolean(),
   CreatedAt: Time,
 });
+/** One step up a fork's lineage: the environment it was forked from, and the version it forked. */
+export const LineageStep = Type.Object({ environment: Environment, version: Version });
+/** A fork's ancestors, nearest first, at most LINEAGE_MAX_DEPTH; empty for an environment that is no fork. */
+export const Lineage = Type.Object({ ancestors: Type.Array(LineageStep) });
+/** How many ancestors GET /v1/envs/{env}/lineage answers with at most. */
+export const LINEAGE_MAX_DEPTH = 8;
 export const Deployment = Type.Object({
   ID: Str,
   ProjectID: Str,
@@ -204,6 +210,7 @@ export const RESPONSES: Record<string, Record<number, TSchema>> = {
   'GET /v1/envs/:env': { 200: Type.Object({ environment: Environment, connected: Type.Boolean() }) },
   'GET /v1/envs/:env/versions': { 200: list('versions', Version) },
   'GET /v1/envs/:env/deployments': { 200: list('deployments', Deployment) },
+  'GET /v1/envs/:env/lineage': { 200: Lineage },
   'POST /v1/envs/:env/fork': { 202: Started },
   'POST /v1/envs/:env/snapshot': { 202: Started },
   'POST /v1/envs/:env/rollback': { 202: Started },

@@ -19,6 +19,8 @@ export type ApiKey = Json<'/v1/keys', 'get', 200>['keys'][number];
 export type Project = Json<'/v1/projects', 'get', 200>['projects'][number];
 export type Environment = Json<'/v1/envs/{env}', 'get', 200>['environment'];
 export type Version = Json<'/v1/envs/{env}/versions', 'get', 200>['versions'][number];
+/** One step up a fork's lineage: the environment it was forked from and the version it forked. */
+export type Ancestor = Json<'/v1/envs/{env}/lineage', 'get', 200>['ancestors'][number];
 export type Started = Json<'/v1/deployments/{dep}', 'get', 200>;
 export type Deployment = Started['deployment'];
 export type Phase = Started['phases'][number];
@@ -119,6 +121,7 @@ export const api = {
   env: (id: string) => run('env', client.GET('/v1/envs/{env}', env(id))),
   versions: (id: string) => run('versions', client.GET('/v1/envs/{env}/versions', env(id))),
   envDeployments: (id: string) => run('deployments', client.GET('/v1/envs/{env}/deployments', env(id))),
+  lineage: (id: string) => run('lineage', client.GET('/v1/envs/{env}/lineage', env(id))),
   fork: (id: string, body: { name?: string; version?: string }) =>
     run('fork', client.POST('/v1/envs/{env}/fork', { ...env(id), body })),
   snapshot: (id: string) => run('snapshot', client.POST('/v1/envs/{env}/snapshot', env(id))),

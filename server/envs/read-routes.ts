@@ -1,9 +1,11 @@
-// GET /v1/envs/{env}, /v1/envs/{env}/versions, /v1/envs/{env}/deployments. The operations on an
+// GET /v1/envs/{env}, /v1/envs/{env}/versions, /v1/envs/{env}/deployments, /v1/envs/{env}/lineage. The operations on an
 // environment (deploy, fork, snapshot, ...) are registered by server/envs/routes.ts.
+
+import { LINEAGE_MAX_DEPTH } from '../../protocol/api.ts';
 import type { AppContext } from '../context.ts';
 import type { App } from '../http/app.ts';
 import { IdParam, SECURED } from '../http/schema.ts';
-import { envDeployments, envVersions, envView } from './read.ts';
+import { envDeployments, envLineage, envVersions, envView } from './read.ts';
 
 const tags = ['environments'];
 const params = IdParam('env', 'Environment id (env_…)');
@@ -31,5 +33,17 @@ export function envReadRoutes(app: App, ctx: AppContext): void {
     '/v1/envs/:env/deployments',
     { schema: { tags, summary: "The environment's deployments, newest first", security: SECURED, params } },
     async (req) => ({ deployments: await envDeployments(db, req.caller.teamId, req.params.env) }),
+  );
+  app.get(
+    '/v1/envs/:env/lineage',
+    {
+      schema: {
+        tags,
+        summary: `What the environment was forked from, up the chain, nearest first (at most ${LINEAGE_MAX_DEPTH})`,
+        security: SECURED,
+        params,
+      },
+    },
+    async (req) => envLineage(db, req.caller.teamId, req.params.env),
   );
 }

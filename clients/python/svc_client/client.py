@@ -171,6 +171,11 @@ class Client:
     def env_deployments(self, env_id):
         return self._call("GET", "/v1/envs/%s/deployments" % quote(env_id))["deployments"]
 
+    @route("GET", "/v1/envs/{env}/lineage")
+    def env_lineage(self, env_id):
+        """What the environment was forked from, nearest first: [{environment, version}], at most 8."""
+        return self._call("GET", "/v1/envs/%s/lineage" % quote(env_id))["ancestors"]
+
     @route("POST", "/v1/envs/{env}/fork")
     def fork(self, env_id, name=None, version=None):
         return self._call("POST", "/v1/envs/%s/fork" % quote(env_id), body=_body(name=name, version=version))

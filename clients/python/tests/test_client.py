@@ -111,6 +111,9 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(fork["deployment"]["Status"], "succeeded")
         self.assertGreaterEqual(len(self.c.env_versions(env)), 2)
         self.assertGreaterEqual(len(self.c.env_deployments(env)), 3)
+        lineage = self.c.env_lineage(fork["deployment"]["EnvID"])
+        self.assertEqual([a["environment"]["ID"] for a in lineage], [env])
+        self.assertEqual(self.c.env_lineage(env), [])
         evs = self.c.events("env:" + env)
         self.assertIn("deployment.finished", [e["Kind"] for e in evs])
         # The live stream resumes after a given event: the next one comes at once.

@@ -893,6 +893,72 @@ export interface paths {
       };
     };
   };
+  "/v1/envs/{env}/lineage": {
+    /** What the environment was forked from, up the chain, nearest first (at most 8) */
+    get: {
+      parameters: {
+        path: {
+          /** @description Environment id (env_…) */
+          env: string;
+        };
+      };
+      responses: {
+        /** @description Default Response */
+        "4XX": {
+          content: {
+            "application/json": {
+              error: string;
+            };
+          };
+        };
+        /** @description Default Response */
+        "5XX": {
+          content: {
+            "application/json": {
+              error: string;
+            };
+          };
+        };
+        /** @description Default Response */
+        200: {
+          content: {
+            "application/json": {
+              ancestors: {
+                  environment: {
+                    /** @description ISO 8601 */
+                    CreatedAt: string;
+                    CurrentVersionID: string;
+                    Endpoints: {
+                      [key: string]: string;
+                    };
+                    HostID: string;
+                    ID: string;
+                    Name: string;
+                    ParentVersionID: string;
+                    ProjectID: string;
+                    Stage: string;
+                    Status: string;
+                  };
+                  version: {
+                    /** @description ISO 8601 */
+                    CreatedAt: string;
+                    EnvID: string;
+                    Healthy: boolean;
+                    ID: string;
+                    Number: number;
+                    ProjectID: string;
+                    Snapshot: string;
+                    Spec: {
+                      [key: string]: unknown;
+                    };
+                  };
+                }[];
+            };
+          };
+        };
+      };
+    };
+  };
   "/v1/envs/{env}/rollback": {
     /** Roll the environment back to one of its versions */
     post: {

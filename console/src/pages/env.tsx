@@ -1,16 +1,11 @@
 // An environment: status, endpoints, its versions with their fork lineage (what it was forked
-// from, up the chain, and the forks made from each version), its deployments, and the actions
+// from, up the chain, in one answer of GET /v1/envs/{env}/lineage, and the forks made from each version), its deployments, and the actions
 // that start a deployment (snapshot, fork, rollback, destroy). Follows env:<id> live.
 import { useState } from 'preact/hooks';
 import { Link, useLocation, useSearch } from 'wouter-preact';
-import { api, type Deployment, type Environment, type Started, type Version } from '../api.ts';
+import { type Ancestor, api, type Deployment, type Environment, type Started, type Version } from '../api.ts';
 import { useLive } from '../live.ts';
 import { duration, ErrorNote, Loading, Page, Status, Table, useAction, useLoad, When } from '../ui.tsx';
-
-interface Ancestor {
-  env: Environment;
-  version: Version | undefined;
-}
 
 interface EnvData {
   env: Environment;
@@ -21,44 +16,14 @@ interface EnvData {
   ancestors: Ancestor[];
 }
 
-const MAX_LINEAGE = 8;
-
-/** The fork deployment that created `deps`' environment names the source environment. */
-function forkSource(deps: Deployment[], envId: string): string | undefined {
-  const fork = deps.find((d) => d.Kind === 'fork' && d.EnvID === envId);
-  const from = fork?.Params.from_env;
-  return typeof from === 'string' ? from : undefined;
-}
-
 async function loadEnv(id: string): Promise<EnvData> {
-  const [{ environment: env, connected }, { versions }, { deployments }] = await Promise.all([
+  const [{ environment: env, connected }, { versions }, { deployments }, { ancestors }] = await Promise.all([
     api.env(id),
     api.versions(id),
     api.envDeployments(id),
+    api.lineage(id),
   ]);
   const { environments: siblings } = await api.projectEnvs(env.ProjectID);
-  const ancestors: Ancestor[] = [];
-  let deps = deployments;
-  let child = env;
-  while (child.ParentVersionID && ancestors.length < MAX_LINEAGE) {
-    const from = forkSource(deps, child.ID);
-    if (!from || ancestors.some((a) => a.env.ID === from)) break;
-    try {
-      const [parent, pv, pd] = await Promise.all([
-        api.env(from),
-        api.versions(from),
-        api.envDeployments(from),
-      ]);
-      ancestors.push({
-        env: parent.environment,
-        version: pv.versions.find((v) => v.ID === child.ParentVersionID),
-      });
-      child = parent.environment;
-      deps = pd.deployments;
-    } catch {
-      break; // the source was destroyed: the chain ends there
-    }
-  }
   return { env, connected, versions, deployments, siblings, ancestors };
 }
 
@@ -67,7 +32,7 @@ function currentVersion({ env, versions, ancestors }: EnvData): string {
   const own = versions.find((v) => v.ID === env.CurrentVersionID);
   if (own) return String(own.Number);
   const from = ancestors[0];
-  if (from?.version?.ID === env.CurrentVersionID) return `${from.version.Number} of ${from.env.Name}`;
+  if (from?.version.ID === env.CurrentVersionID) return `${from.version.Number} of ${from.environment.Name}`;
   return env.CurrentVersionID || '—';
 }
 
@@ -80,9 +45,9 @@ function Lineage({ data }: { data: EnvData }) {
   return (
     <ol class="lineage" aria-label="Forked from">
       {data.ancestors.map((a) => (
-        <li key={a.env.ID}>
-          Forked from version {a.version ? a.version.Number : a.env.ParentVersionID} of{' '}
-          <Link href={envLink(a.env)}>{a.env.Name}</Link>
+        <li key={a.environment.ID}>
+          Forked from version {a.version.Number} of{' '}
+          <Link href={envLink(a.environment)}>{a.environment.Name}</Link>
         </li>
       ))}
     </ol>
