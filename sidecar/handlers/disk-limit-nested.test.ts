@@ -44,7 +44,7 @@ describe('a container makes a btrfs subvolume in its volume: still inside the en
   const dd = (path: string, mb: number) => sh(`dd if=/dev/zero of=${path} bs=1M count=${mb} 2>&1 && sync`);
 
   before(async () => {
-    await ensureTestImages();
+    await ensureTestImages({ postgres: true });
     scratch = await loopFs('btrfs', 512);
     ctx = {
       ...(await testContext(scratch.dir)),

@@ -10,6 +10,7 @@ import type { FakeSandboxB } from '../support/fakes/sandbox-b.ts';
 import { forEachDialect, type TestServer } from '../support/server.ts';
 import { serverWithFakes } from './harness.ts';
 
+// test-images: named only (harness.ts names busybox for other suites; connecting makes no sandbox).
 /** A loopback port nothing listens on. */
 forEachDialect('targets/connect', (dialect) => {
   let t: TestServer;

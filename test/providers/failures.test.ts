@@ -11,6 +11,7 @@ import { BUSYBOX_IMAGE } from '../support/images.ts';
 import { forEachDialect, startTestServer, type TestServer } from '../support/server.ts';
 import { connectTarget, finished, phase, serverWithFakes } from './harness.ts';
 
+// test-images: named only (every sandbox and deploy here fails at the provider before a container runs).
 const defaults = { callMs: LIMITS.callMs, start: { ...START_WAIT } };
 
 forEachDialect('hosted provider failures', (dialect) => {

@@ -131,6 +131,8 @@ function pathWithoutCompose(root: string): string {
   return bin;
 }
 
+// test-images: named only (the env.create below is refused for want of a compose tool before any
+// container exists; the suite above runs no image).
 describe('svcd on a machine without a compose tool', { skip: tier('docker') }, () => {
   test('it still joins and reports compose: false; stack commands fail with the way out and make no dataset', async () => {
     const cp = await new FakeControlPlane().listen();
