@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { BUSYBOX_IMAGE, ensureTestImages } from '../../test/support/images.ts';
 import { tier } from '../../test/support/tiers.ts';
-import { durationMs, probeCommand } from './active-health.ts';
+import { durationMs, exitFailure, oneShots, probeCommand } from './active-health.ts';
 import { StackUnhealthy } from './errors.ts';
 import { cleanupTestEnvs, IDLE, svc, testEnv } from './testing.ts';
 
@@ -32,6 +32,30 @@ describe('active health: units', () => {
     ]);
     assert.equal(probeCommand({ test: ['NONE'], interval: '', retries: 0 }), null);
     assert.equal(probeCommand(null), null);
+  });
+  it('an exit 0 completes a service only when the stack has a dependant waiting for exactly that', () => {
+    const stack = [
+      svc('main', BUSYBOX_IMAGE, {
+        depends_on: {
+          owner: { condition: 'service_completed_successfully' },
+          db: { condition: 'service_healthy' },
+        },
+      }),
+      svc('owner', BUSYBOX_IMAGE),
+      svc('db', BUSYBOX_IMAGE),
+    ];
+    const completes = oneShots(stack);
+    assert.deepEqual([...completes], ['owner']);
+    const exited = (code: number, oom = false) => ({ ExitCode: code, OOMKilled: oom, Error: '' });
+    assert.equal(exitFailure('owner', exited(0), completes), null);
+    assert.equal(exitFailure('owner', exited(1), completes), 'exited with code 1');
+    assert.equal(exitFailure('db', exited(0), completes), 'exited with code 0');
+    assert.equal(
+      exitFailure('owner', exited(137, true), completes),
+      'exited with code 137 (killed: out of memory)',
+    );
+    // Without its dependant (the services one wait is about, not the stack) it is no one-shot.
+    assert.equal(exitFailure('owner', exited(0), oneShots(stack.slice(1))), 'exited with code 0');
   });
 });
 

@@ -90,13 +90,36 @@ export interface ActiveStartOptions {
   onReady?: (service: string) => void;
 }
 
-/** Services some dependant waits on to complete (exit 0), not merely to run. */
-export function oneShots(services: ServiceRecord[]): Set<string> {
+/**
+ * Services some dependant waits on to complete (exit 0), not merely to run. Read from the whole
+ * stack, never from the services one wait is about: a dependant left paused (the agent a verify
+ * keeps frozen) still makes its dependency a one-shot.
+ */
+export function oneShots(stack: readonly ServiceRecord[]): ReadonlySet<string> {
   const out = new Set<string>();
-  for (const s of services)
+  for (const s of stack)
     for (const [dep, d] of Object.entries(s.depends_on))
       if (d.condition === 'service_completed_successfully') out.add(dep);
   return out;
+}
+
+/** What the engine says of a container that has stopped. */
+export interface ExitState {
+  ExitCode: number;
+  OOMKilled: boolean;
+  Error: string;
+}
+
+/**
+ * The one rule for a service whose container has exited, in every wait for health (a start in
+ * dependency order: create, fork, rollback, restart, a pool member; the thaw after a snapshot):
+ * null when it has completed (exit 0, and `oneShots` of the stack has it), else why the exit fails
+ * the wait.
+ */
+export function exitFailure(service: string, st: ExitState, completes: ReadonlySet<string>): string | null {
+  if (st.ExitCode === 0 && completes.has(service)) return null;
+  const oom = st.OOMKilled ? ' (killed: out of memory)' : '';
+  return `exited with code ${st.ExitCode}${oom}${st.Error ? `: ${st.Error}` : ''}`;
 }
 
 function allowedFailureMs(h: HealthCheck | null): number {
@@ -193,7 +216,7 @@ export async function startActive(
 async function observe(
   engine: DockerEngine,
   t: Track,
-  completes: Set<string>,
+  completes: ReadonlySet<string>,
   fail: (t: Track, why: string) => Promise<never>,
   ready: (t: Track) => void,
 ): Promise<void> {
@@ -205,12 +228,10 @@ async function observe(
   }
   const st = info.State;
   if (st.Status === 'exited' || st.Status === 'dead') {
-    if (st.ExitCode === 0 && completes.has(t.svc.name)) {
-      t.completed = true;
-      return ready(t);
-    }
-    const oom = st.OOMKilled ? ' (killed: out of memory)' : '';
-    return fail(t, `exited with code ${st.ExitCode}${oom}${st.Error ? `: ${st.Error}` : ''}`);
+    const why = exitFailure(t.svc.name, st, completes);
+    if (why) return fail(t, why);
+    t.completed = true;
+    return ready(t);
   }
   if (t.phase === 'ready') return;
   if (st.Paused) return ready(t);

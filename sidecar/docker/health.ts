@@ -5,7 +5,7 @@
 // unhealthy fails the wait at once with its exit code, last health output and last log lines.
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ServiceRecord } from '../../protocol/spec.ts';
-import { oneShots, PROBE_EVERY_MS, probeOnce } from './active-health.ts';
+import { exitFailure, oneShots, PROBE_EVERY_MS, probeOnce } from './active-health.ts';
 import type { DockerEngine, ServiceContainer } from './engine.ts';
 import { dockerMessage, StackUnhealthy, tail } from './errors.ts';
 
@@ -50,15 +50,20 @@ export async function healthyBefore(
   return out;
 }
 
-async function check(
-  engine: DockerEngine,
-  services: ServiceRecord[],
-  before?: HealthyBefore,
-): Promise<Probe[]> {
+/** Which services of the stack a wait is not about, and what was healthy before a freeze. */
+export interface WaitOptions {
+  /** Left paused on purpose (a snapshot's `keep_paused`): not asked to be healthy. */
+  skip?: readonly string[];
+  before?: HealthyBefore;
+}
+
+async function check(engine: DockerEngine, stack: ServiceRecord[], opts: WaitOptions = {}): Promise<Probe[]> {
   const containers = await engine.containers();
-  const completed = oneShots(services);
+  const completed = oneShots(stack);
+  const before = opts.before;
+  const waited = stack.filter((s) => !opts.skip?.includes(s.name));
   return Promise.all(
-    services.map(async (svc): Promise<Probe> => {
+    waited.map(async (svc): Promise<Probe> => {
       const name = svc.name;
       const c = containers.find((x) => x.service === name);
       if (!c) return { service: name, verdict: { ready: false, failed: false, why: 'has no container yet' } };
@@ -78,9 +83,8 @@ async function check(
       });
       if (st.Paused) return { service: name, verdict: { ready: true } };
       if (st.Status === 'exited' || st.Status === 'dead') {
-        if (st.ExitCode === 0 && completed.has(name)) return { service: name, verdict: { ready: true } };
-        const oom = st.OOMKilled ? ' (killed: out of memory)' : '';
-        return no(true, `exited with code ${st.ExitCode}${oom}${st.Error ? `: ${st.Error}` : ''}`);
+        const why = exitFailure(name, st, completed);
+        return why ? no(true, why) : { service: name, verdict: { ready: true } };
       }
       if (st.Status !== 'running') return no(false, `is ${st.Status}`);
       if (!health || health.Status === 'healthy') return { service: name, verdict: { ready: true } };
@@ -121,18 +125,18 @@ function quote(composeStderr: string): string {
 }
 
 /**
- * Polls until every service is ready. Throws StackUnhealthy as soon as one has failed, or when
- * `timeoutMs` passes.
+ * Polls until every service of `stack` (the whole stack: one-shots are known by their dependants)
+ * but `opts.skip` is ready. Throws StackUnhealthy as soon as one has failed, or when `timeoutMs` passes.
  */
 export async function waitHealthy(
   engine: DockerEngine,
-  services: ServiceRecord[],
+  stack: ServiceRecord[],
   timeoutMs: number,
-  before?: HealthyBefore,
+  opts: WaitOptions = {},
 ): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const probes = await check(engine, services, before);
+    const probes = await check(engine, stack, opts);
     const failed = probes.filter((p) => !p.verdict.ready && p.verdict.failed);
     if (failed.length)
       throw new StackUnhealthy(`${engine.project} did not become healthy: ${await describe(engine, failed)}`);

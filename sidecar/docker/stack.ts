@@ -16,7 +16,7 @@ import { type ProbeOptions, type ProbeReport, verifyEgress } from './egress.ts';
 import { DockerEngine, PROJECT_LABEL } from './engine.ts';
 import { ComposeRunError, DockerError, dockerMessage } from './errors.ts';
 import { type FirewallOptions, isolateBridge, releaseBridge } from './firewall.ts';
-import { diagnose, type HealthyBefore, waitHealthy } from './health.ts';
+import { diagnose, type WaitOptions, waitHealthy } from './health.ts';
 import { primaryIPv4 } from './hostip.ts';
 import { bridgeName, networkName, projectName, renderCompose } from './render.ts';
 import type { SubnetAllocator } from './subnets.ts';
@@ -171,10 +171,12 @@ export class Stack {
     }
   }
 
-  /** Waits until every service (or those given) is healthy; StackUnhealthy with the failing one's logs otherwise. */
-  /** `before`: what was healthy just before a freeze (health.ts `healthyBefore`). */
-  async waitHealthy(timeoutMs: number, services = this.spec.services, before?: HealthyBefore): Promise<void> {
-    await waitHealthy(this.engine, services, timeoutMs, before);
+  /**
+   * Waits until every service but `opts.skip` is healthy; StackUnhealthy with the failing one's
+   * logs otherwise. `opts.before`: what was healthy just before a freeze (health.ts `healthyBefore`).
+   */
+  async waitHealthy(timeoutMs: number, opts: WaitOptions = {}): Promise<void> {
+    await waitHealthy(this.engine, this.spec.services, timeoutMs, opts);
   }
 
   async stop(): Promise<void> {

@@ -73,7 +73,7 @@ export async function envSnapshot(
     frozenFor = Date.now() - frozenAt;
     // Health is awaited while the snapshot is made durable. Services left paused on purpose are
     // not asked to be healthy; every other one is.
-    healthy = stack.waitHealthy(POST_SNAPSHOT_HEALTH_MS, wanted, passedBefore);
+    healthy = stack.waitHealthy(POST_SNAPSHOT_HEALTH_MS, { skip: keep, before: passedBefore });
     healthy.catch(() => {}); // awaited below when the snapshot succeeds
   };
   try {

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { packContext } from '../../cli/context.ts';
 import { harborCompose } from '../../cli/task-compose.ts';
 import { BUSYBOX_IMAGE } from '../support/images.ts';
-import { exec, finished, type Real } from './real.ts';
+import { exec, finished, type Real, startReal } from './real.ts';
 
 export const TASKS = '/work/shared/corpus/tasks';
 
@@ -22,6 +22,26 @@ export const TASKS = '/work/shared/corpus/tasks';
 export const agentDockerfile = (workdir = '/app') =>
   `FROM ${BUSYBOX_IMAGE}\n` +
   `RUN mkdir -p ${workdir} /logs/verifier /tests && chown -R 1000:1000 /logs /tests\nWORKDIR ${workdir}\n`;
+
+export interface Stub {
+  task: string;
+  files: Record<string, string>;
+  /** A shell script, run as the agent, that solves the task, and one that answers it wrongly. */
+  solve: string;
+  wrong: string;
+}
+
+export const SIMPLE_TASK: Stub = {
+  task: 'harbor-cookbook__simple-task',
+  files: {
+    'environment/Dockerfile': agentDockerfile(),
+    'tests/test.sh':
+      'if [ "$(cat /app/hello.txt 2>/dev/null)" = "Hello, world!" ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n',
+    'solution/solve.sh': "printf 'Hello, world!\\n' > /app/hello.txt\n",
+  },
+  solve: "printf 'Hello, world!\\n' > /app/hello.txt",
+  wrong: 'echo goodbye > /app/hello.txt',
+};
 
 /** A copy of a corpus task with `files` written over it; removed by `removeTasks`. */
 export function completeTask(task: string, files: Record<string, string>): string {
@@ -66,10 +86,13 @@ export async function deployTask(r: Real, project: string, name: string, dir: st
   return { env: deployed.deployment.EnvID as string, context: upload.body.sha256 as string };
 }
 
-/** The verdict evidence of a verify (of one step when given), with the capture version. */
-export async function verify(r: Real, env: string, step?: string) {
+/**
+ * The verdict evidence of a verify (of one step when given), with the capture version and the
+ * collect phase's evidence. `resume: false` is `svc verify` without `--resume`: the agent stays frozen.
+ */
+export async function verify(r: Real, env: string, step?: string, resume = true) {
   const v = await r.t.req('POST', `/v1/envs/${env}/verify`, {
-    body: { resume: true, ...(step ? { step } : {}) },
+    body: { resume, ...(step ? { step } : {}) },
   });
   assert.equal(v.status, 202, JSON.stringify(v.body));
   const out = await finished(r.t, v.body.deployment.ID);
@@ -79,6 +102,7 @@ export async function verify(r: Real, env: string, step?: string) {
     ...out.phases.at(-1).Evidence,
     output: `${grade?.stdout}${grade?.stderr}`,
     capture: out.deployment.VersionID as string,
+    collect: out.phases.find((p: any) => p.Name === 'collect')?.Evidence,
   };
 }
 
@@ -102,4 +126,19 @@ export async function builtImages(r: Real | undefined): Promise<string[]> {
 
 export function removeImages(images: string[]): void {
   for (const image of images) execFileSync('docker', ['image', 'rm', '-f', image], { stdio: 'ignore' });
+}
+
+/** A real control plane and svcd with the agent project `project` (the images built first by the caller). */
+export async function startHarbor(project: string): Promise<Real> {
+  const r = await startReal();
+  await r.t.req('POST', '/v1/projects', { body: { name: project, kind: 'agent' } });
+  return r;
+}
+
+/** Stops what `startHarbor` started and removes the task copies and the images their builds made. */
+export async function stopHarbor(r: Real | undefined, dirs: string[]): Promise<void> {
+  const images = await builtImages(r);
+  await r?.close();
+  removeTasks(dirs);
+  removeImages(images);
 }

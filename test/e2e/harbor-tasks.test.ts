@@ -12,15 +12,14 @@ import { ensureTestImages } from '../support/images.ts';
 import { tier } from '../support/tiers.ts';
 import {
   agentDockerfile,
-  builtImages,
   completeTask,
   deployTask,
-  removeImages,
-  removeTasks,
   run,
+  startHarbor,
+  stopHarbor,
   verify,
 } from './harbor-support.ts';
-import { exec, type Real, startReal } from './real.ts';
+import { exec, type Real } from './real.ts';
 
 /** Stands in for `pytest FILE -rA`: runs FILE's shell test_* functions, prints pytest's summary. */
 const PYTEST_STUB = `echo "============================= test session starts =============================="
@@ -91,16 +90,12 @@ describe('Terminal-Bench and multi-step Harbor tasks on real Docker', { skip: ti
   const dirs: string[] = [];
   before(async () => {
     await ensureTestImages();
-    r = await startReal();
+    r = await startHarbor('tasks');
     home = tempDir();
-    await r.t.req('POST', '/v1/projects', { body: { name: 'tasks', kind: 'agent' } });
   });
   after(async () => {
-    const images = await builtImages(r);
-    await r?.close();
-    removeTasks(dirs);
+    await stopHarbor(r, dirs);
     if (home) removeDir(home);
-    removeImages(images);
   });
   const cli = (args: string[]) =>
     svc(args, { home, env: { SVC_SERVER: r.t.url, SVC_API_KEY: r.t.key }, timeoutMs: 240_000 });

@@ -10,15 +10,16 @@ import { BUSYBOX_IMAGE, ensureTestImages } from '../support/images.ts';
 import { tier } from '../support/tiers.ts';
 import {
   agentDockerfile,
-  builtImages,
   completeTask,
   deployTask,
-  removeImages,
-  removeTasks,
   run,
+  SIMPLE_TASK,
+  type Stub,
+  startHarbor,
+  stopHarbor,
   verify,
 } from './harbor-support.ts';
-import { exec, finished, type Real, startReal } from './real.ts';
+import { exec, finished, type Real } from './real.ts';
 
 const MAIN_DOCKERFILE = agentDockerfile();
 
@@ -41,25 +42,8 @@ function sideService(port: number, files: Record<string, string>): string {
 /** tests/test.sh: reward 1 when `check` (a shell condition) holds. */
 const testSh = (check: string) => `if ${check}; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n`;
 
-interface Stub {
-  task: string;
-  files: Record<string, string>;
-  solve: string;
-  wrong: string;
-}
-
 const STUBS: Stub[] = [
-  {
-    task: 'harbor-cookbook__simple-task',
-    files: {
-      'environment/Dockerfile': MAIN_DOCKERFILE,
-      'tests/test.sh':
-        'if [ "$(cat /app/hello.txt 2>/dev/null)" = "Hello, world!" ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n',
-      'solution/solve.sh': "printf 'Hello, world!\\n' > /app/hello.txt\n",
-    },
-    solve: "printf 'Hello, world!\\n' > /app/hello.txt",
-    wrong: 'echo goodbye > /app/hello.txt',
-  },
+  SIMPLE_TASK,
   {
     task: 'harbor-cookbook__multi-container',
     files: {
@@ -111,15 +95,9 @@ describe('Harbor tasks on real Docker', { skip: tier('docker') }, () => {
   const dirs: string[] = [];
   before(async () => {
     await ensureTestImages();
-    r = await startReal();
-    await r.t.req('POST', '/v1/projects', { body: { name: 'harbor', kind: 'agent' } });
+    r = await startHarbor('harbor');
   });
-  after(async () => {
-    const images = await builtImages(r);
-    await r?.close();
-    removeTasks(dirs);
-    removeImages(images);
-  });
+  after(() => stopHarbor(r, dirs));
 
   for (const stub of STUBS) {
     test(`${stub.task}: deploys; solution 1, wrong 0, planted reward 0, rewritten /tests 0`, async () => {
