@@ -1,8 +1,9 @@
 // Engine API access for one compose project: its containers are found by compose's own labels,
 // so nothing here depends on container names (the rendered file sets none) or on the compose tool.
 import Docker from 'dockerode';
+import { AGAIN, type Backoff, backoff, retry } from '../../shared/concurrency.ts';
 import { getArchiveFrom, type Owner, putArchiveIn } from './archive.ts';
-import { DockerError, dockerMessage, ExecNotCreated, NoSuchService } from './errors.ts';
+import { DockerError, dockerMessage, ExecNotCreated, NoSuchService, statusCode } from './errors.ts';
 import { checkCommand, type ExecOptions, type ExecResult, execIn } from './exec.ts';
 import { demuxAll } from './mux.ts';
 import { spares } from './spare.ts';
@@ -39,12 +40,29 @@ export function dockerClient(): Docker {
   return shared;
 }
 
+/**
+ * How a pause the kernel could not complete is tried again. A freeze waits for every process of the
+ * container to stop; one in uninterruptible I/O (a slow disk under load) holds it, and the runtime
+ * gives up ("OCI runtime pause failed: unable to freeze") and thaws the container. A moment later
+ * it usually freezes: 8 attempts, about 7 s of waits in all, before a verify or a snapshot fails.
+ */
+export interface PauseRetry {
+  attempts: number;
+  backoff: Backoff;
+}
+export const PAUSE_RETRY: PauseRetry = { attempts: 8, backoff: { baseMs: 100, capMs: 2000, jitter: 0.2 } };
+
+/** A pause refused for a reason a later try cannot change: the container is gone, stopped or already paused. */
+const finalPauseError = (err: unknown) => statusCode(err) === 404 || statusCode(err) === 409;
+
 export class DockerEngine {
   readonly project: string;
   readonly docker: Docker;
-  constructor(project: string, docker: Docker = dockerClient()) {
+  readonly #pauseRetry: PauseRetry;
+  constructor(project: string, docker: Docker = dockerClient(), pauseRetry: PauseRetry = PAUSE_RETRY) {
     this.project = project;
     this.docker = docker;
+    this.#pauseRetry = pauseRetry;
   }
 
   /** Every container of the project (one-off `run` containers excluded), any state, by service name. */
@@ -157,22 +175,66 @@ export class DockerEngine {
    * keeps the listing out of it.
    */
   async freezeEach(op: 'pause' | 'unpause', todo: ServiceContainer[]): Promise<void> {
-    // A frozen spare would not answer, and a spare starting during a pause deadlocks Docker:
-    // none is taken or started from before the pause until after the unpause (spare.ts).
-    if (op === 'pause')
-      await spares.beforePause(
-        this.project,
-        todo.map((c) => c.id),
-      );
-    const results = await Promise.allSettled(todo.map((c) => this.docker.getContainer(c.id)[op]()));
-    // A failed pause may be one of a container already paused: it stays marked paused.
-    if (op === 'unpause')
-      spares.afterUnpause(todo.filter((_c, i) => results[i].status === 'fulfilled').map((c) => c.id));
+    if (op === 'pause') return this.#pauseEach(todo);
+    const results = await Promise.allSettled(todo.map((c) => this.docker.getContainer(c.id).unpause()));
+    spares.afterUnpause(todo.filter((_c, i) => results[i].status === 'fulfilled').map((c) => c.id));
     const failed = results.findIndex((r) => r.status === 'rejected');
     if (failed >= 0)
       throw new DockerError(
-        `${op} service '${todo[failed].service}': ${dockerMessage((results[failed] as PromiseRejectedResult).reason)}`,
+        `unpause service '${todo[failed].service}': ${dockerMessage((results[failed] as PromiseRejectedResult).reason)}`,
       );
+  }
+
+  /**
+   * Pauses all of `todo`; a pause that fails is tried again (PauseRetry) while the others stay
+   * frozen. On giving up, every container this call froze is thawed again before the error is
+   * thrown, so a failed verify or snapshot leaves nothing paused that it paused.
+   */
+  async #pauseEach(todo: ServiceContainer[]): Promise<void> {
+    // A frozen spare would not answer, and a spare starting during a pause deadlocks Docker:
+    // none is taken or started from before the pause until after the unpause (spare.ts).
+    await spares.beforePause(
+      this.project,
+      todo.map((c) => c.id),
+    );
+    const frozen: ServiceContainer[] = [];
+    let left = todo;
+    await retry(
+      async (n) => {
+        const results = await Promise.allSettled(left.map((c) => this.docker.getContainer(c.id).pause()));
+        const failed: { c: ServiceContainer; err: unknown }[] = [];
+        results.forEach((r, i) => {
+          if (r.status === 'fulfilled') frozen.push(left[i]);
+          else failed.push({ c: left[i], err: r.reason });
+        });
+        if (!failed.length) return;
+        const final = failed.find((f) => finalPauseError(f.err));
+        if (!final && n + 1 < this.#pauseRetry.attempts) {
+          left = failed.map((f) => f.c);
+          return AGAIN;
+        }
+        const why = final ?? failed[0];
+        await this.#thawAfterFailedPause(frozen, failed);
+        const tries = final ? '' : ` (${n + 1} attempts)`;
+        throw new DockerError(`pause service '${why.c.service}': ${dockerMessage(why.err)}${tries}`);
+      },
+      { delayMs: (n) => backoff(n, this.#pauseRetry.backoff) },
+    );
+  }
+
+  /**
+   * Thaws what a failed pause froze. A container whose own pause failed was thawed by the runtime
+   * (or was never frozen); one already paused before (a refusal such as 409) stays marked paused.
+   */
+  async #thawAfterFailedPause(
+    frozen: ServiceContainer[],
+    failed: { c: ServiceContainer; err: unknown }[],
+  ): Promise<void> {
+    const results = await Promise.allSettled(frozen.map((c) => this.docker.getContainer(c.id).unpause()));
+    spares.afterUnpause([
+      ...frozen.filter((_c, i) => results[i].status === 'fulfilled').map((c) => c.id),
+      ...failed.filter((f) => statusCode(f.err) !== 409).map((f) => f.c.id),
+    ]);
   }
 
   /** The last `lines` lines of a container's output (stdout and stderr interleaved by stream). */

@@ -57,7 +57,8 @@ export async function envSnapshot(
   try {
     await engine.freezeEach('pause', toPause);
   } catch (err) {
-    // Those that did pause run again (each found by its state now).
+    // The pause thawed what it froze before giving up (engine.ts); what was paused before the
+    // snapshot and is not kept paused runs again too, as after a capture (each found by its state now).
     await engine.unpause(toThaw.map((c) => c.service)).catch(() => {});
     throw err;
   }
