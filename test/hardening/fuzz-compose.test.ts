@@ -14,6 +14,7 @@ import { assertValidSpec } from '../../server/compose/testing.ts';
 import { NO_RATE_LIMITS } from '../../server/http/limits.ts';
 import { createProject } from '../support/api.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
+import { hostileCompose as hostile } from './support/compose-gen.ts';
 import { runs } from './support/fuzz.ts';
 import { rowCounts } from './support/state.ts';
 
@@ -22,70 +23,6 @@ const corpus = readdirSync(CORPUS)
   .filter((f) => f.endsWith('.yaml'))
   .sort()
   .map((f) => readFileSync(join(CORPUS, f), 'utf8'));
-
-const svc = (extra: string) => `services:\n  app:\n    image: redis:7\n${extra}`;
-
-const aliasBomb = fc
-  .record({ levels: fc.integer({ min: 3, max: 14 }), width: fc.integer({ min: 2, max: 24 }) })
-  .map(({ levels, width }) => {
-    let s = `x-a0: &a0 [${Array(width).fill('"lol"').join(',')}]\n`;
-    for (let i = 1; i <= levels; i++)
-      s += `x-a${i}: &a${i} [${Array(width)
-        .fill(`*a${i - 1}`)
-        .join(',')}]\n`;
-    return `${s}services:\n  app:\n    image: redis:7\n    command: *a${levels}\n`;
-  });
-
-const deepNesting = fc
-  .record({ depth: fc.integer({ min: 65, max: 20_000 }), flow: fc.boolean() })
-  // Block nesting indents every level, so its text grows with the square of the depth.
-  .map(({ depth, flow }) => ({ flow, depth: flow ? depth : 65 + (depth % 1300) }))
-  .map(({ depth, flow }) =>
-    flow
-      ? svc(`    labels: {k: ${'['.repeat(depth)}${']'.repeat(depth)}}\n`)
-      : `services:\n  app:\n    image: redis:7\n    x-deep:\n${Array.from({ length: depth }, (_, i) => `${' '.repeat(6 + i)}k:`).join('\n')} 1\n`,
-  );
-
-/** Over the 1 MiB limit anywhere, or just under it in a field that must refuse it. */
-const hugeString = fc.oneof(
-  fc
-    .record({
-      size: fc.integer({ min: 1024 * 1024 + 1, max: 1200 * 1024 }),
-      key: fc.constantFrom('entrypoint', 'command'),
-    })
-    .map(({ size, key }) => svc(`    ${key}: "${'9'.repeat(size)}"\n`)),
-  fc
-    .record({
-      size: fc.integer({ min: 1000, max: 1000 * 1024 }),
-      key: fc.constantFrom('cpus', 'mem_limit', 'pids_limit', 'ports', 'image'),
-    })
-    .map(({ size, key }) => svc(`    ${key}: "${'9'.repeat(size)}x"\n`)),
-);
-
-/** Every host-access refusal of the parser (spec "Isolation guarantees"; refusals.ts). */
-const REFUSED = [
-  '    privileged: true\n',
-  '    cap_add: [SYS_ADMIN]\n',
-  '    devices: ["/dev/sda:/dev/sda"]\n',
-  '    device_cgroup_rules: ["a *:* rwm"]\n',
-  '    gpus: all\n',
-  '    network_mode: host\n',
-  '    network_mode: "container:other"\n',
-  '    pid: host\n',
-  '    ipc: host\n',
-  '    uts: host\n',
-  '    userns_mode: host\n',
-  '    cgroup: host\n',
-  '    extends: {service: base}\n',
-  '    volumes_from: [other]\n',
-  '    use_api_socket: true\n',
-  '    provider: {type: model}\n',
-  '    volumes: ["/:/host"]\n',
-  '    volumes: ["/var/run/docker.sock:/var/run/docker.sock"]\n',
-  '    volumes: [{type: bind, source: /etc, target: /etc}]\n',
-  '    deploy: {resources: {reservations: {devices: [{capabilities: [gpu]}]}}}\n',
-];
-const refusedKey = fc.constantFrom(...REFUSED).map(svc);
 
 const mutated = fc
   .record({
@@ -104,7 +41,6 @@ const mutated = fc
     return t;
   });
 
-const hostile = fc.oneof(aliasBomb, deepNesting, hugeString, refusedKey);
 const anything = fc.oneof(
   hostile,
   mutated,

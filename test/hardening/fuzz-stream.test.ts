@@ -7,68 +7,15 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import fc from 'fast-check';
 import { WebSocket } from 'ws';
-import { FRAME_TYPES, FrameError, frame, parseFrame, STREAM_PATH } from '../../protocol/frames.ts';
+import { FrameError, parseFrame } from '../../protocol/frames.ts';
 import { parseHello } from '../../protocol/hello.ts';
 import { NO_RATE_LIMITS } from '../../server/http/limits.ts';
 import { withTimeout } from '../../shared/concurrency.ts';
-import { DEFAULT_CAPS, FakeSidecar } from '../support/fake-sidecar.ts';
+import { FakeSidecar } from '../support/fake-sidecar.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
+import { closeOf, dial, helloAs, wire } from './support/frame-gen.ts';
 import { runs } from './support/fuzz.ts';
 import { rowCounts } from './support/state.ts';
-
-const payload = fc.jsonValue({ maxDepth: 4 });
-const text = fc.oneof(fc.string({ maxLength: 40 }), fc.string({ unit: 'binary', maxLength: 40 }));
-const fields = fc.record(
-  {
-    type: fc.oneof(fc.constantFrom(...FRAME_TYPES, 'nonsense', '', 'HELLO'), fc.integer(), fc.constant(null)),
-    host_id: fc.oneof(text, fc.integer()),
-    command_id: fc.oneof(fc.constantFrom('cmd_unknown', ''), text, fc.integer()),
-    kind: fc.oneof(
-      fc.constantFrom('env.exec', 'host.report', 'env.create', 'bogus.kind', 'egress.set'),
-      text,
-    ),
-    env_id: text,
-    ok: fc.oneof(fc.boolean(), text),
-    error: fc.oneof(text, payload),
-    message: fc.oneof(text, fc.integer()),
-    payload,
-  },
-  { requiredKeys: [] },
-);
-
-/** A frame as sent on the wire: JSON text, or bytes that are not a frame at all. */
-type Wire = { data: string | Buffer; binary: boolean };
-const wire: fc.Arbitrary<Wire> = fc.oneof(
-  { weight: 6, arbitrary: fields.map((f) => ({ data: JSON.stringify(f), binary: false })) },
-  { weight: 2, arbitrary: fc.jsonValue().map((v) => ({ data: JSON.stringify(v) ?? 'null', binary: false })) },
-  { weight: 1, arbitrary: fc.string({ maxLength: 200 }).map((s) => ({ data: s, binary: false })) },
-  {
-    weight: 1,
-    arbitrary: fc.uint8Array({ maxLength: 200 }).map((b) => ({ data: Buffer.from(b), binary: true })),
-  },
-  { weight: 1, arbitrary: fc.constant({ data: Buffer.from([0x7b, 0xff, 0xfe, 0x7d]), binary: false }) },
-  {
-    weight: 1,
-    arbitrary: fc.integer({ min: 64 * 1024, max: 2 * 1024 * 1024 }).map((n) => ({
-      data: JSON.stringify(frame('event', { kind: 'big', payload: 'x'.repeat(n) })),
-      binary: false,
-    })),
-  },
-);
-
-function dial(url: string): Promise<WebSocket> {
-  const ws = new WebSocket(url.replace(/^http/, 'ws') + STREAM_PATH, { perMessageDeflate: false });
-  ws.on('error', () => {});
-  return new Promise((resolve, reject) => {
-    ws.once('open', () => resolve(ws));
-    ws.once('error', reject);
-  });
-}
-const closeOf = (ws: WebSocket) =>
-  new Promise<number>((resolve) => {
-    if (ws.readyState === WebSocket.CLOSED) resolve(-1);
-    ws.once('close', (code) => resolve(code));
-  });
 
 describe('R2: hostile stream frames', () => {
   test('the frame parser: a frame or a FrameError, for 1000 generated texts', () => {
@@ -135,16 +82,7 @@ describe('R2: hostile stream frames', () => {
       let ws: WebSocket | null = null;
       const refusals = new Map<number, number>();
       const connect = async () => {
-        const c = await dial(s.url);
-        c.send(
-          JSON.stringify(
-            frame('hello', {
-              host_id: sc.hostId,
-              payload: { host_id: sc.hostId, token: sc.secret, capabilities: DEFAULT_CAPS },
-            }),
-          ),
-        );
-        await new Promise((resolve) => c.once('message', resolve));
+        const c = await helloAs(s.url, sc.hostId, sc.secret);
         c.on('close', (code) => refusals.set(code, (refusals.get(code) ?? 0) + 1));
         return c;
       };

@@ -10,7 +10,7 @@ export const WEBHOOK_SECRET = 'webhook-secret';
 let delivery = 0;
 
 export function sendWebhook(
-  s: TestServer,
+  s: Pick<TestServer, 'req'>,
   event: string,
   body: unknown,
   o: { secret?: string; id?: string; raw?: Buffer } = {},
