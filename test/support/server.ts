@@ -35,6 +35,22 @@ export interface Res {
   headers: Headers;
 }
 
+/** The headers and body of a request: the credential (`key` unless `o.token` says otherwise), JSON or raw. */
+export function requestParts(
+  key: string,
+  o: ReqOpts,
+): { headers: Record<string, string>; body?: string | Buffer } {
+  const headers: Record<string, string> = { ...o.headers };
+  const token = o.token === undefined ? key : o.token;
+  if (token) headers.authorization = `Bearer ${token}`;
+  let body: string | Buffer | undefined = o.raw;
+  if (o.body !== undefined) {
+    body = JSON.stringify(o.body);
+    headers['content-type'] ??= 'application/json';
+  }
+  return { headers, body };
+}
+
 export async function dbTarget(dialect: DialectName): Promise<{ target: string; cleanup: () => void }> {
   if (dialect === 'postgres') {
     const dsn = process.env.SVC_TEST_PG;
@@ -63,14 +79,7 @@ export async function startTestServer(
   // The public URL follows the real port so join commands and stream URLs are usable.
   server.ctx.config.publicUrl = env.SVC_PUBLIC_URL ?? server.url;
   const req = async (method: string, path: string, o: ReqOpts = {}): Promise<Res> => {
-    const headers: Record<string, string> = { ...o.headers };
-    const token = o.token === undefined ? key : o.token;
-    if (token) headers.authorization = `Bearer ${token}`;
-    let body: string | Buffer | undefined = o.raw;
-    if (o.body !== undefined) {
-      body = JSON.stringify(o.body);
-      headers['content-type'] ??= 'application/json';
-    }
+    const { headers, body } = requestParts(key, o);
     const r = await fetch(server.url + path, { method, headers, body });
     const text = await r.text();
     let parsed: unknown = text;

@@ -1,6 +1,6 @@
 // fast-check settings shared by the R2 suites: a fixed seed (a failure reproduces), and a short
 // report (a counterexample may be a megabyte of YAML or a 16 MiB frame).
-import type { Parameters as FcParameters, RunDetails } from 'fast-check';
+import fc, { type Arbitrary, type Parameters as FcParameters, type RunDetails } from 'fast-check';
 
 export const SEED = 9;
 
@@ -19,4 +19,9 @@ function report<T>(out: RunDetails<T>): void {
 
 export function runs<T>(numRuns: number): FcParameters<T> {
   return { numRuns, seed: SEED, reporter: report<T>, endOnFailure: true };
+}
+
+/** `n` values of `arb` from a fresh seed (the soak benchmark draws bursts from the suites' generators). */
+export function draw<T>(arb: Arbitrary<T>, n: number): T[] {
+  return fc.sample(arb, { numRuns: n, seed: Date.now() | 0 });
 }
