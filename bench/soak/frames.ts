@@ -3,8 +3,11 @@
 // refusal closes with 1008; nothing else may happen).
 
 import { WebSocket } from 'ws';
+import { frame } from '../../protocol/frames.ts';
+import { EVENTS_PER_SEC } from '../../server/hosts/stream-limits.ts';
 import { closeOf, dial, helloAs, wire } from '../../test/hardening/support/frame-gen.ts';
 import { draw as sample } from '../../test/hardening/support/fuzz.ts';
+import { client, sleep } from './http.ts';
 import type { Recorder } from './record.ts';
 
 const FRAME_WAIT_MS = 30_000;
@@ -86,4 +89,53 @@ export async function strayFrames(
       `close:${code}`,
     );
   }
+}
+
+/**
+ * A joined host sending events at the allowed rate (20/s of 60 KiB) for `seconds`, while
+ * `/health` is timed every second: every event reaches every event stream of its team, so this
+ * is what the stream fan-out costs (the caller holds streams of that team open meanwhile).
+ */
+export async function eventFlood(
+  url: string,
+  host: { id: string; secret: string },
+  rec: Recorder,
+  seconds: number,
+) {
+  const t0 = performance.now();
+  let ws: WebSocket;
+  try {
+    ws = await helloAs(url, host.id, host.secret);
+  } catch (err) {
+    rec.note(
+      'h.events.flood',
+      'hostile',
+      'unexpected-network',
+      performance.now() - t0,
+      `${(err as Error).message}`,
+    );
+    return;
+  }
+  let code = 0;
+  ws.on('close', (c) => {
+    code = c;
+  });
+  const blob = 'x'.repeat(60 * 1024);
+  const health = client(url, '');
+  for (let s = 0; s < seconds && ws.readyState === WebSocket.OPEN; s++) {
+    for (let i = 0; i < EVENTS_PER_SEC; i++)
+      ws.send(JSON.stringify(frame('event', { kind: 'soak', payload: { blob } })));
+    const [h] = await Promise.all([health.call('GET', '/health', { token: false }), sleep(1000)]);
+    rec.add('h.events.flood /health', 'work', h);
+  }
+  ws.close(1000);
+  await Promise.race([new Promise((r) => ws.once('close', r)), sleep(10_000)]);
+  const ok = code === 1000 || code === 1005 || code === 1008;
+  rec.note(
+    'h.events.flood',
+    'hostile',
+    ok ? 'expected' : 'unexpected-other',
+    performance.now() - t0,
+    `close:${code}`,
+  );
 }

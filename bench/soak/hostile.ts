@@ -4,7 +4,6 @@
 // valid credential come from 127.0.0.2 (see http.ts), authenticated ones use the team's key, as
 // an attacker holding any team key would.
 import { spawn } from 'node:child_process';
-import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { crOnlyCompose, hostileCompose } from '../../test/hardening/support/compose-gen.ts';
@@ -17,7 +16,8 @@ import {
   hostileHeaders,
 } from '../../test/hardening/support/http-gen.ts';
 import { hostileTar } from '../../test/hardening/support/tar-gen.ts';
-import { badFirstFrames, strayFrames } from './frames.ts';
+import { badFirstFrames, eventFlood, strayFrames } from './frames.ts';
+import { quietStreams, slowRequests } from './held.ts';
 import { type Answer, type Client, client, HOSTILE_ADDRESS, KEYED_HOSTILE_ADDRESS } from './http.ts';
 import { anyClientError, type Recorder, statusIn } from './record.ts';
 
@@ -35,21 +35,6 @@ export interface HostileOptions {
   /** Size of the oversize upload (over the 512 MiB limit). */
   oversizeMiB: number;
 }
-
-/** Held requests: half-sent headers, and bodies declared but never sent (an upload, a webhook). */
-const SLOW: ((key: string) => [string, string, string])[] = [
-  () => ['h.slow.headers', HOSTILE_ADDRESS, 'GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: '],
-  (key) => [
-    'h.slow.upload',
-    KEYED_HOSTILE_ADDRESS,
-    `PUT /v1/uploads HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/gzip\r\nContent-Length: 10000000\r\n\r\n\x1f\x8b`,
-  ],
-  () => [
-    'h.slow.webhook',
-    HOSTILE_ADDRESS,
-    'POST /webhooks/codehost HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-GitHub-Event: push\r\nContent-Length: 2000000\r\n\r\n{"a":"',
-  ],
-];
 
 export interface Targets {
   /** A project with an environment and no deployment (the fuzz suites' shape). */
@@ -102,9 +87,19 @@ export class Hostile {
       ['flood', 2, () => this.flood(80)],
       ['webhook.junk', 2, () => this.webhookJunk(8)],
       ['upload.json', 1, () => this.jsonUpload(8 * MiB)],
-      ['slow', 1, async () => this.slow(6)],
+      ['slow', 1, async () => slowRequests(this.keyed.url, this.keyed.key, this.rec, 6, this.#pending)],
       ['tenancy', 2, () => this.tenancy()],
-      ['sse.flood', 1, () => this.sseFlood(40, 20_000)],
+      ['blob', 1, () => this.blob(4 * MiB)],
+      [
+        'events.flood',
+        1,
+        () =>
+          Promise.all([
+            quietStreams(this.keyed.url, this.t.otherKey, this.rec, 30, 17_000),
+            eventFlood(this.keyed.url, this.t.host, this.rec, 15),
+          ]),
+      ],
+      ['sse.flood', 1, () => quietStreams(this.keyed.url, this.keyed.key, this.rec, 40, 20_000)],
       ['bomb', 1, () => this.bomb(this.o.bombMiB)],
       ['compose.cr', 1, () => this.crCompose()],
       ['upload.oversize', 0.3, () => this.oversize()],
@@ -136,6 +131,20 @@ export class Hostile {
         (x) => refusal(x) || (x.status === 200 && path.startsWith('/v1/events') && !x.body?.events?.length),
       );
     }
+  }
+
+  /** A body to an unknown blob: refused before it is read. */
+  async blob(bytes: number) {
+    const a = await this.keyed.call('PUT', '/v1/hosts/blobs/blob_nothing', {
+      raw: Buffer.alloc(bytes, 0x61),
+      headers: { 'content-type': 'application/octet-stream' },
+    });
+    this.rec.add(
+      'h.blob',
+      'hostile',
+      a,
+      (x) => refusal(x) || x.error === 'ECONNRESET' || x.error === 'EPIPE',
+    );
   }
 
   async bodies(n: number) {
@@ -239,100 +248,6 @@ export class Hostile {
       ),
     );
     for (const a of answers) this.rec.add('h.flood', 'hostile', a, (x) => refusal(x) || x.status === 200);
-  }
-
-  /**
-   * Held connections in the background (SLOW): cut at the header or request timeout, or refused
-   * at once (a 4xx, 429 at a rate limit). A socket still open after `boundMs` is unexpected.
-   */
-  slow(n: number, boundMs = 180_000) {
-    const { hostname, port } = new URL(this.keyed.url);
-    for (let i = 0; i < n; i++) {
-      const t0 = performance.now();
-      const [op, from, first] = SLOW[i % SLOW.length](this.keyed.key);
-      const p = new Promise<void>((resolve) => {
-        let got = '';
-        const sock = connect({ host: hostname, port: Number(port), localAddress: from }, () =>
-          sock.write(first),
-        );
-        const timer = setTimeout(() => {
-          sock.destroy();
-          this.rec.note(
-            op,
-            'hostile',
-            'unexpected-timeout',
-            performance.now() - t0,
-            `still open after ${boundMs} ms`,
-          );
-          resolve();
-        }, boundMs);
-        sock.on('data', (d) => {
-          got += d.toString('latin1');
-        });
-        sock.on('error', () => {});
-        sock.on('close', () => {
-          clearTimeout(timer);
-          if (performance.now() - t0 >= boundMs) return;
-          const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(got)?.[1] ?? 0);
-          const ok = status === 0 || (status >= 400 && status < 500);
-          this.rec.note(
-            op,
-            'hostile',
-            status >= 500 ? 'unexpected-5xx' : ok ? 'expected' : 'unexpected-other',
-            performance.now() - t0,
-            `${status || 'closed'} ${got.slice(0, 120)}`,
-          );
-          resolve();
-        });
-      });
-      this.#pending.add(p);
-      void p.then(() => this.#pending.delete(p));
-    }
-  }
-
-  /** Event streams that never read, held `holdMs`: 200, or a 429/503 at a cap. */
-  async sseFlood(n: number, holdMs: number) {
-    const { hostname, port } = new URL(this.keyed.url);
-    const held: Socket[] = [];
-    const socks = await Promise.all(
-      Array.from(
-        { length: n },
-        () =>
-          new Promise<{ status: number; ms: number }>((resolve) => {
-            const t0 = performance.now();
-            const sock = connect({ host: hostname, port: Number(port), localAddress: KEYED_HOSTILE_ADDRESS });
-            let head = '';
-            const done = (status: number) => {
-              sock.pause(); // never read again: the server's buffer for this stream only grows
-              resolve({ status, ms: performance.now() - t0 });
-            };
-            sock.on('error', () => done(0));
-            sock.once('connect', () =>
-              sock.write(
-                `GET /v1/events/stream HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${this.keyed.key}\r\n\r\n`,
-              ),
-            );
-            const onData = (d: Buffer) => {
-              head += d.toString('latin1');
-              if (!head.includes('\r\n')) return;
-              sock.off('data', onData);
-              done(Number(/^HTTP\/1\.1 (\d{3})/.exec(head)?.[1] ?? 0));
-            };
-            sock.on('data', onData);
-            setTimeout(() => done(0), 30_000).unref();
-            held.push(sock);
-          }),
-      ),
-    );
-    for (const s of socks)
-      this.rec.add(
-        'h.sse.flood',
-        'hostile',
-        { status: s.status, body: null, text: '', ms: s.ms, error: s.status ? null : 'no answer' },
-        (a) => a.status === 200 || a.status === 429 || a.status === 503,
-      );
-    await new Promise((r) => setTimeout(r, holdMs));
-    for (const s of held.splice(0)) s.destroy();
   }
 
   /**

@@ -148,12 +148,15 @@ async function soak(dialect: Dialect): Promise<Result> {
   );
   const hostileOps = hostile.ops().filter(([n]) => n !== 'upload.oversize');
   let nextOversize = Date.now() + 30_000;
+  let round = 0;
   const attacker = whileUp(async () => {
     if (OVERSIZE_EVERY_MIN > 0 && Date.now() >= nextOversize) {
       nextOversize = Date.now() + OVERSIZE_EVERY_MIN * 60_000;
       await guard('h.upload.oversize', 'hostile', () => hostile.oversize());
     } else {
-      const [name, , f] = pick(hostileOps);
+      // Every kind once first (a short run sees them all), then by weight.
+      const [name, , f] = round < hostileOps.length ? hostileOps[round] : pick(hostileOps);
+      round++;
       await guard(`h.${name}`, 'hostile', f);
     }
     await sleep(HOSTILE_PAUSE_MS);
