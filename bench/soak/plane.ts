@@ -259,9 +259,17 @@ export interface Trend {
   fdsPerMin: number;
 }
 
-/** The slope after warm-up of the last lifetime of one process (samples of its latest pid). */
-export function trend(samples: Sample[], which: 'server' | 'svcd', warmupMin: number): Trend {
-  const all = samples.filter((s) => s[which]);
+/**
+ * The slope between warm-up and the end of the load (`untilMin`) of the last lifetime of one
+ * process (samples of its latest pid in that window).
+ */
+export function trend(
+  samples: Sample[],
+  which: 'server' | 'svcd',
+  warmupMin: number,
+  untilMin: number,
+): Trend {
+  const all = samples.filter((s) => s[which] && s.atMin <= untilMin);
   const last = all.at(-1)?.[which]?.pid ?? null;
   const mine = all.filter((s) => s[which]?.pid === last);
   const after = mine.filter((s) => s.atMin >= warmupMin);

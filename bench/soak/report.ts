@@ -3,7 +3,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { EndState } from './checks.ts';
-import type { Exit, Trend } from './plane.ts';
+import type { Exit, Sample, Trend } from './plane.ts';
 import type { OpSummary } from './record.ts';
 
 export interface Result {
@@ -15,6 +15,8 @@ export interface Result {
   ops: OpSummary[];
   sseEvents: number;
   trends: { server: Trend; svcd: Trend };
+  /** Every RSS/fd sample of both processes (minutes from the start). */
+  samples: Sample[];
   exits: Exit[];
   end: EndState | { error: string };
   goals: Record<string, boolean>;
@@ -66,7 +68,7 @@ export function format(r: Result): string {
   const examples = r.ops.flatMap((o) => o.examples.map((e) => `  ${o.op}: ${e}`));
   if (examples.length) out.push('', 'unexpected answers (first few per operation):', ...examples);
   out.push('', `event-stream followers received ${r.sseEvents} events`);
-  out.push('', 'process trends after warm-up (linear fit):');
+  out.push('', 'process trends from warm-up to the end of the load (linear fit):');
   for (const [name, t] of Object.entries(r.trends))
     out.push(
       `  ${pad(name, 11)} pid ${pad(t.pid ?? '-', 8)} RSS ${t.rssStartMiB} → ${t.rssEndMiB} MiB (max ${t.rssMaxMiB}), ${t.rssMiBPerMin} MiB/min; fds ${t.fdsStart} → ${t.fdsEnd}, ${t.fdsPerMin} fds/min (${t.samples} samples)`,

@@ -170,13 +170,14 @@ async function soak(dialect: Dialect): Promise<Result> {
     );
   }, 60_000);
   await Promise.all([...workers, attacker]);
+  const loadEndMin = (Date.now() - t0) / 60_000;
   clearInterval(progress);
   await followers.stop();
   await hostile.settle();
   const loadEnd = loadavg();
   const trends = {
-    server: trend(plane.samples, 'server', WARMUP),
-    svcd: trend(plane.samples, 'svcd', WARMUP),
+    server: trend(plane.samples, 'server', WARMUP, loadEndMin),
+    svcd: trend(plane.samples, 'svcd', WARMUP, loadEndMin),
   };
   say(`${dialect}: load over; waiting for deployments, destroying everything, checking the host`);
 
@@ -199,6 +200,7 @@ async function soak(dialect: Dialect): Promise<Result> {
     ops: rec.summary(),
     sseEvents: followers.events(),
     trends,
+    samples: plane.samples,
     exits: plane.exits,
     end,
     log: plane.log,
