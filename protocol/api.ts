@@ -167,9 +167,48 @@ export const Me = Type.Object({ team: Team, teams: Type.Array(TeamWithRole), use
 export const JoinToken = Type.Object({ token: Str, expires_in_sec: Type.Number(), command: Str });
 export const SandboxCreated = Type.Object({ environment: Environment, deployment: Deployment });
 
+/** `count` on POST /v1/envs/{env}/fork and POST /v1/sandboxes: that many forks of one version. */
+export const ForkCount = Type.Integer({
+  minimum: 1,
+  maximum: 100,
+  description:
+    'Fork this many new environments (1-100) from the one snapshot of the version; the answer lists each fork or its own error. Without it the answer is the single-fork one.',
+});
+/** A fork of a fan-out that did not start or is not healthy: its name, why, and the status one alone would get. */
+export const ForkFailed = Type.Object({
+  name: Str,
+  error: Str,
+  status: Type.Number(),
+  environment: Type.Optional(Environment),
+  deployment: Type.Optional(Deployment),
+});
+const FanOutHead = {
+  fanout: Type.String({
+    description: 'The id every fork of this fan-out carries (clone evidence `fanout.id`)',
+  }),
+  version: Str,
+  snapshot: Type.String({ description: 'The one snapshot every fork clones' }),
+};
+/** POST /v1/envs/{env}/fork with `count` (202): each fork started, or its own error. */
+export const ForksStarted = Type.Object({
+  ...FanOutHead,
+  forks: Type.Array(
+    Type.Union([
+      Type.Object({ environment: Environment, deployment: Deployment, phases: Type.Array(Phase) }),
+      ForkFailed,
+    ]),
+  ),
+});
+/** POST /v1/sandboxes with `count` (201): each sandbox healthy, or its own error. */
+export const SandboxesCreated = Type.Object({
+  ...FanOutHead,
+  sandboxes: Type.Array(Type.Union([SandboxCreated, ForkFailed])),
+});
+
 export type DeploymentRecord = Static<typeof Deployment>;
 export type PhaseRecord = Static<typeof Phase>;
 export type StartedBody = Static<typeof Started>;
+export type ForksStartedBody = Static<typeof ForksStarted>;
 export type MeBody = Static<typeof Me>;
 export type DeviceCodeBody = Static<typeof DeviceCode>;
 export type DeviceTokenBody = Static<typeof DeviceToken>;
@@ -211,7 +250,7 @@ export const RESPONSES: Record<string, Record<number, TSchema>> = {
   'GET /v1/envs/:env/versions': { 200: list('versions', Version) },
   'GET /v1/envs/:env/deployments': { 200: list('deployments', Deployment) },
   'GET /v1/envs/:env/lineage': { 200: Lineage },
-  'POST /v1/envs/:env/fork': { 202: Started },
+  'POST /v1/envs/:env/fork': { 202: Type.Union([Started, ForksStarted]) },
   'POST /v1/envs/:env/snapshot': { 202: Started },
   'POST /v1/envs/:env/rollback': { 202: Started },
   'POST /v1/envs/:env/verify': { 202: Started },
@@ -219,7 +258,7 @@ export const RESPONSES: Record<string, Record<number, TSchema>> = {
   'PUT /v1/envs/:env/files': { 200: Type.Object({ ok: Type.Literal(true), bytes: Type.Number() }) },
   'DELETE /v1/envs/:env': { 202: Type.Object({ deployment: Deployment }) },
   'GET /v1/deployments/:dep': { 200: DeploymentDetail },
-  'POST /v1/sandboxes': { 201: SandboxCreated },
+  'POST /v1/sandboxes': { 201: Type.Union([SandboxCreated, SandboxesCreated]) },
   'POST /v1/targets/:name/sandboxes': { 201: Type.Intersect([SandboxCreated, Type.Object({ target: Str })]) },
   'GET /v1/clouds': { 200: list('clouds', Cloud) },
   'POST /v1/clouds': { 201: Type.Object({ cloud: Cloud }) },

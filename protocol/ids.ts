@@ -20,6 +20,8 @@ export const PREFIX = {
   deployment: 'dep_',
   cloud: 'cld_',
   event: 'evt_',
+  /** The forks of one fan-out (`count` on fork or sandboxes) carry this id in their params. */
+  fanout: 'fan_',
 } as const;
 
 const CROCKFORD = '0123456789abcdefghjkmnpqrstvwxyz';

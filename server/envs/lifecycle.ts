@@ -6,7 +6,7 @@ import { ComposeError, parseCompose } from '../compose/index.ts';
 import type { Db } from '../db/types.ts';
 import type { DeploymentEngine } from '../deployments/engine.ts';
 import type { DeployParams } from '../deployments/kinds/deploy.ts';
-import type { ForkParams } from '../deployments/kinds/fork.ts';
+import type { FanoutTag, ForkParams } from '../deployments/kinds/fork.ts';
 import type { RollbackParams } from '../deployments/kinds/rollback.ts';
 import type { VerifyParams } from '../deployments/kinds/verify.ts';
 import type { Deployment, Phase } from '../deployments/store.ts';
@@ -143,7 +143,7 @@ export async function assertSnapshot(db: Db, caller: Caller, v: Version, kind: '
 }
 
 /** A version this environment may fork: its own, or the one it was forked from. */
-async function forkableVersion(
+export async function forkableVersion(
   db: Db,
   caller: Caller,
   env: Environment,
@@ -164,6 +164,7 @@ export async function forkVersion(
   caller: Caller,
   v: Version,
   name: string,
+  fanout?: FanoutTag,
 ): Promise<Started & { environment: Environment }> {
   checkEnvName(name);
   if (await findEnvByName(db, v.ProjectID, name))
@@ -186,7 +187,7 @@ export async function forkVersion(
       envId: env.ID,
       kind: 'fork',
       versionId: v.ID,
-      params: { from_env: v.EnvID, version: v.ID } satisfies ForkParams,
+      params: { from_env: v.EnvID, version: v.ID, ...(fanout && { fanout }) } satisfies ForkParams,
     },
     null,
   );

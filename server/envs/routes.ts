@@ -2,11 +2,13 @@
 // and files. Each parses, calls one domain function and returns.
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
+import { ForkCount } from '../../protocol/api.ts';
 import { MAX_ARCHIVE_BYTES } from '../../protocol/commands.ts';
 import type { AppContext } from '../context.ts';
 import { BadRequest } from '../errors.ts';
 import type { App } from '../http/app.ts';
 import { Body, emptyBodyIsObject, SECURED } from '../http/schema.ts';
+import { forkEnvMany } from './fan-out.ts';
 import { exec, getFiles, MAX_EXEC_TIMEOUT_SEC, putFiles } from './io.ts';
 import * as life from './lifecycle.ts';
 
@@ -62,15 +64,30 @@ export function envRoutes(app: App, ctx: AppContext): void {
         security: SECURED,
         params: EnvParams,
         body: Body({
-          name: Type.Optional(Type.String({ minLength: 1, maxLength: 63 })),
+          name: Type.Optional(
+            Type.String({
+              minLength: 1,
+              maxLength: 63,
+              description: 'Name of the new environment; with count, the forks are <name>-1 … <name>-<count>',
+            }),
+          ),
           version: Type.Optional(Type.String({ maxLength: 128 })),
+          count: Type.Optional(ForkCount),
         }),
       },
       // Spec: the body is optional; no body at all (no content-type either) means `{}`.
       preValidation: emptyBodyIsObject,
     },
-    async (req, reply) =>
-      reply.code(202).send(await life.fork(db, engine, req.caller, req.params.env, req.body)),
+    async (req, reply) => {
+      const { count } = req.body;
+      return reply
+        .code(202)
+        .send(
+          count === undefined
+            ? await life.fork(db, engine, req.caller, req.params.env, req.body)
+            : await forkEnvMany(db, engine, req.caller, req.params.env, { ...req.body, count }),
+        );
+    },
   );
 
   app.post(

@@ -1,8 +1,9 @@
 import { Type } from '@sinclair/typebox';
+import { ForkCount } from '../../protocol/api.ts';
 import type { AppContext } from '../context.ts';
 import type { App } from '../http/app.ts';
 import { Body, SECURED } from '../http/schema.ts';
-import { createSandbox } from './sandboxes.ts';
+import { createSandbox, createSandboxes } from './sandboxes.ts';
 
 export const SandboxBody = Body({
   from_version: Type.Optional(Type.String({ minLength: 1 })),
@@ -13,7 +14,14 @@ export const SandboxBody = Body({
   volumes: Type.Optional(Type.Array(Type.String(), { maxItems: 64 })),
   egress: Type.Optional(Type.Union([Type.Literal('deny'), Type.Literal('allow')])),
   project: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
-  name: Type.Optional(Type.String({ minLength: 1, maxLength: 63 })),
+  name: Type.Optional(
+    Type.String({
+      minLength: 1,
+      maxLength: 63,
+      description: 'Environment name; with count, the sandboxes are <name>-1 … <name>-<count>',
+    }),
+  ),
+  count: Type.Optional(ForkCount),
   timeout_sec: Type.Optional(Type.Integer({ minimum: 1, maximum: 86400 })),
 });
 
@@ -30,7 +38,16 @@ export function sandboxRoutes(app: App, ctx: AppContext): void {
         body: SandboxBody,
       },
     },
-    async (req, reply) => reply.code(201).send(await createSandbox(ctx, req.caller, req.body)),
+    async (req, reply) => {
+      const { count } = req.body;
+      return reply
+        .code(201)
+        .send(
+          count === undefined
+            ? await createSandbox(ctx, req.caller, req.body)
+            : await createSandboxes(ctx, req.caller, { ...req.body, count }),
+        );
+    },
   );
   app.post(
     '/v1/targets/:name/sandboxes',

@@ -1,14 +1,16 @@
 // Sandboxes (spec "POST /v1/sandboxes"): one environment for one episode, returned once healthy.
-// Either a fork of a healthy version (whole stack, data included) or one container from an image.
+// Either a fork of a healthy version (whole stack, data included) or one container from an image;
+// with `count`, that many forks of one version, each healthy or with its own error.
 
 import { findCloudByRef } from '../clouds/store.ts';
 import { ComposeError, imageSandboxSpec } from '../compose/index.ts';
 import type { AppContext } from '../context.ts';
 import type { Queryable } from '../db/types.ts';
-import { getDeployment } from '../deployments/store.ts';
+import { type Deployment, getDeployment } from '../deployments/store.ts';
+import { checkCount, fanOutNames, fanOutVersion } from '../envs/fan-out.ts';
 import { assertSnapshot, deploySpec, forkVersion, freeName, type Started } from '../envs/lifecycle.ts';
 import * as envStore from '../envs/store.ts';
-import { BadRequest, NotFound, Timeout, Upstream } from '../errors.ts';
+import { BadRequest, NotFound, SvcError, Timeout, Upstream } from '../errors.ts';
 import type { Caller } from '../identity/auth.ts';
 import { poolClaim } from '../metrics/channels.ts';
 import { poolOf } from '../pool/pool.ts';
@@ -27,6 +29,8 @@ export interface SandboxRequest {
   egress?: 'deny' | 'allow';
   project?: string;
   name?: string;
+  /** How many forks of from_version (createSandboxes); a single sandbox has none. */
+  count?: number;
   timeout_sec?: number;
 }
 
@@ -98,22 +102,11 @@ async function claimWarm(ctx: AppContext, caller: Caller, req: SandboxRequest, p
   return warm;
 }
 
-/** Starts the sandbox and waits for it: 201 when healthy, 502 when it failed, 504 at the timeout. */
-export async function createSandbox(
-  ctx: AppContext,
-  caller: Caller,
-  req: SandboxRequest,
-  pin: string | null = null,
-) {
-  if (pin) {
-    const cloud = await findCloudByRef(ctx.db, caller.teamId, pin);
-    if (!cloud) throw new NotFound(`no cloud named ${pin}`);
-  }
-  const warm = await claimWarm(ctx, caller, req, pin);
-  if (warm) return warm;
-  const started = await start(ctx, caller, req, pin);
-  const dep = started.deployment;
-  const timeoutSec = req.timeout_sec ?? DEFAULT_SANDBOX_TIMEOUT_SEC;
+/**
+ * Waits for a sandbox's deployment: the environment and deployment once it succeeded; Upstream
+ * (502) when it failed, Timeout (504) when it is not done within `timeoutSec`.
+ */
+async function healthy(ctx: AppContext, caller: Caller, dep: Deployment, timeoutSec: number) {
   const status = await ctx.engine.waitFinished(dep.ID, timeoutSec * 1000);
   const deployment = (await getDeployment(ctx.db, caller.teamId, dep.ID)) ?? dep;
   if (status === null) {
@@ -126,4 +119,75 @@ export async function createSandbox(
   }
   const environment = await envStore.getEnv(ctx.db, caller.teamId, dep.EnvID);
   return { environment, deployment };
+}
+
+/** Starts the sandbox and waits for it: 201 when healthy, 502 when it failed, 504 at the timeout. */
+export async function createSandbox(
+  ctx: AppContext,
+  caller: Caller,
+  req: SandboxRequest,
+  pin: string | null = null,
+) {
+  if (req.count !== undefined)
+    throw new BadRequest('count forks one version: a target sandbox takes the image form only');
+  if (pin) {
+    const cloud = await findCloudByRef(ctx.db, caller.teamId, pin);
+    if (!cloud) throw new NotFound(`no cloud named ${pin}`);
+  }
+  const warm = await claimWarm(ctx, caller, req, pin);
+  if (warm) return warm;
+  const started = await start(ctx, caller, req, pin);
+  return healthy(ctx, caller, started.deployment, req.timeout_sec ?? DEFAULT_SANDBOX_TIMEOUT_SEC);
+}
+
+/** A sandbox of a fan-out that is not healthy: its name, why, and the status one alone would get. */
+export interface SandboxFailed {
+  name: string;
+  error: string;
+  status: number;
+  environment?: envStore.Environment;
+  deployment?: Deployment;
+}
+
+/**
+ * `count` sandboxes of one healthy version (POST /v1/sandboxes with `count`): ready warm-pool
+ * members first, then one fan-out of forks for the rest, all waited for at once. Each sandbox is
+ * healthy or carries its own error; one that fails does not fail the others.
+ */
+export async function createSandboxes(
+  ctx: AppContext,
+  caller: Caller,
+  req: SandboxRequest & { count: number },
+  pin: string | null = null,
+) {
+  checkCount(req.count);
+  if (req.from_version === undefined || req.image !== undefined)
+    throw new BadRequest('count forks one version: give from_version (not image) with count');
+  if (pin) throw new BadRequest('a target sandbox takes the image form only (image, cmd, env, ...)');
+  const v = await envStore.getVersion(ctx.db, caller.teamId, req.from_version);
+  if (!v) throw new NotFound(`version ${req.from_version} not found`);
+  await assertSnapshot(ctx.db, caller, v, 'env.fork');
+  const names = await fanOutNames(ctx.db, v.ProjectID, req.count, req.name, 'sbx-');
+  const sandboxes: Array<{ environment?: envStore.Environment; deployment: Deployment } | SandboxFailed> = [];
+  while (sandboxes.length < names.length) {
+    const warm = await claimWarm(ctx, caller, { ...req, name: names[sandboxes.length] }, null);
+    if (!warm) break;
+    sandboxes.push(warm);
+  }
+  const fan = await fanOutVersion(ctx.db, ctx.engine, caller, v, names.slice(sandboxes.length));
+  const timeoutSec = req.timeout_sec ?? DEFAULT_SANDBOX_TIMEOUT_SEC;
+  const waited = await Promise.all(
+    fan.forks.map(async (f): Promise<(typeof sandboxes)[number]> => {
+      if ('error' in f) return f;
+      try {
+        return await healthy(ctx, caller, f.deployment, timeoutSec);
+      } catch (err) {
+        if (!(err instanceof SvcError)) throw err;
+        const deployment = (await getDeployment(ctx.db, caller.teamId, f.deployment.ID)) ?? f.deployment;
+        const environment = await envStore.getEnv(ctx.db, caller.teamId, f.deployment.EnvID);
+        return { name: f.environment.Name, error: err.message, status: err.status, environment, deployment };
+      }
+    }),
+  );
+  return { fanout: fan.fanout, version: v.ID, snapshot: v.Snapshot, sandboxes: [...sandboxes, ...waited] };
 }

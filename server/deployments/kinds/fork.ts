@@ -1,13 +1,24 @@
 // fork: place, clone, health, verdict. The deployment's EnvID is the NEW environment (created by
 // the request with stage `fork`); the clone runs on the host that holds the source snapshot.
+// A fan-out (`count`) is N of these, one per new environment, all cloning the one snapshot of the
+// source version: each keeps its own failure rule, and its clone evidence names the fan-out.
 import { type Static, Type } from '@sinclair/typebox';
 import { diskLimitMb } from '../../../protocol/spec.ts';
 import { getEnv, getVersion, updateEnv } from '../../envs/store.ts';
 import { defineKind, type PhaseContext } from '../engine.ts';
 import { endpointsHealth, removeFromHost, send, tookMs } from './common.ts';
 
+/** Which fan-out a fork belongs to: its id, this fork's place (1-based) and how many it made. */
+export const FanoutTag = Type.Object({
+  id: Type.String(),
+  index: Type.Integer({ minimum: 1 }),
+  count: Type.Integer({ minimum: 1 }),
+});
+export type FanoutTag = Static<typeof FanoutTag>;
+
 const ForkParams = Type.Object({
   from_env: Type.String(),
+  fanout: Type.Optional(FanoutTag),
   version: Type.String(),
   host: Type.Optional(Type.String()),
   endpoints: Type.Optional(Type.Record(Type.String(), Type.String())),
@@ -45,7 +56,8 @@ async function clone(ctx: Ctx) {
     disk_mb: diskLimitMb(v.Spec),
   });
   ctx.params.endpoints = r.endpoints;
-  return { forked_in_ms: r.forked_in, from: v.Snapshot };
+  const evidence = { forked_in_ms: r.forked_in, from: v.Snapshot };
+  return ctx.params.fanout ? { ...evidence, fanout: ctx.params.fanout } : evidence;
 }
 
 async function verdict(ctx: Ctx, failure: unknown) {
