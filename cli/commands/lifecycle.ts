@@ -2,11 +2,12 @@
 // default watches the deployment to its end (wait.ts); `--wait=false` prints the 202 answer.
 import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import type { StartedBody } from '../../protocol/api.ts';
+import type { ForksStartedBody, StartedBody } from '../../protocol/api.ts';
 import { type Command, type FlagSpec, givenFlags, type RunContext } from '../command.ts';
 import { needsContext, uploadContext } from '../context.ts';
 import { contextRoot } from '../context-root.ts';
 import { CliError, UsageError } from '../errors.ts';
+import { parseCount, watchForks } from '../fan-out.ts';
 import { seg } from '../http.ts';
 import { harborCompose } from '../task-compose.ts';
 import { watchDeployment } from '../wait.ts';
@@ -104,7 +105,10 @@ export const fork: Command = {
   summary: 'Fork an environment from a healthy version into a new environment (POST /v1/envs/{env}/fork)',
   details:
     'Without --name the server names the fork <env name>-fork-<n>; without --version it forks the\n' +
-    "environment's current version.",
+    "environment's current version.\n" +
+    '--count N (1-100) starts N forks of the one snapshot at once, named <name>-1 ... <name>-N (or\n' +
+    '<env name>-fork-<n>); it waits for all of them, prints one line per fork as it ends, and exits 1\n' +
+    'when any failed.',
   flags: [
     {
       name: 'name',
@@ -113,12 +117,23 @@ export const fork: Command = {
       help: 'Name of the new environment (default <env name>-fork-<n>)',
     },
     { name: 'version', type: 'string', value: 'V', help: 'Version id to fork (default: current)' },
+    { name: 'count', type: 'string', value: 'N', help: 'Start N forks of the one snapshot (1-100)' },
     WAIT,
   ],
   positionals: [{ name: 'env' }],
   async run(ctx) {
-    const body = givenFlags(ctx.flags, { name: 'name', version: 'version' });
-    return start(ctx, `/v1/envs/${seg(ctx.args[0])}/fork`, body);
+    const body: Record<string, unknown> = givenFlags(ctx.flags, { name: 'name', version: 'version' });
+    const path = `/v1/envs/${seg(ctx.args[0])}/fork`;
+    if (ctx.flags.count === undefined) return start(ctx, path, body);
+    const count = parseCount(String(ctx.flags.count));
+    if (count === null) throw new UsageError('--count takes a whole number from 1 to 100', fork);
+    const client = ctx.client();
+    const r = await client.json<ForksStartedBody>('POST', path, { json: { ...body, count } });
+    if (ctx.flags.wait === false) {
+      ctx.io.json(r);
+      return 0;
+    }
+    return watchForks(client, ctx.io, r);
   },
 };
 

@@ -179,7 +179,10 @@ describe('usage errors exit 2', () => {
     assertUsage(await run(['deploy', '-x']), 'unknown flag -x');
     const late = await run(['fork', 'env_1', '--name', 'x']);
     assertUsage(late, 'flag --name after a positional argument');
-    assert.match(late.stderr, /^usage: svc fork \[--name N\] \[--version V\] \[--wait\] <env>$/m);
+    assert.match(
+      late.stderr,
+      /^usage: svc fork \[--name N\] \[--version V\] \[--count N\] \[--wait\] <env>$/m,
+    );
     // Even when the count of positionals would fit, a late flag is refused.
     assertUsage(await run(['rollback', 'env_1', '--wait=false']), 'flag --wait=false after a positional');
     assertUsage(await run(['project', 'create', 'p', '--kind', 'agent']), 'flag --kind after a positional');
