@@ -122,8 +122,12 @@ export const api = {
   versions: (id: string) => run('versions', client.GET('/v1/envs/{env}/versions', env(id))),
   envDeployments: (id: string) => run('deployments', client.GET('/v1/envs/{env}/deployments', env(id))),
   lineage: (id: string) => run('lineage', client.GET('/v1/envs/{env}/lineage', env(id))),
-  fork: (id: string, body: { name?: string; version?: string }) =>
-    run('fork', client.POST('/v1/envs/{env}/fork', { ...env(id), body })),
+  fork: async (id: string, body: { name?: string; version?: string }): Promise<Started> => {
+    const r = await run('fork', client.POST('/v1/envs/{env}/fork', { ...env(id), body }));
+    // Without count the answer is the single fork's, never a fan-out's list.
+    if (!('deployment' in r)) throw new ApiError(500, 'fork answered a list of forks to a single fork');
+    return r;
+  },
   snapshot: (id: string) => run('snapshot', client.POST('/v1/envs/{env}/snapshot', env(id))),
   rollback: (id: string, version: string) =>
     run('rollback', client.POST('/v1/envs/{env}/rollback', { ...env(id), body: { version } })),

@@ -50,6 +50,13 @@ describe('the TypeScript client', () => {
     assert.equal(code, 0);
     const { versions } = await ok(svc.GET('/v1/envs/{env}/versions', { params: { path: { env } } }));
     assert.equal(versions[0].Healthy, true);
+    // count: a typed fan-out answer, each fork or its own error.
+    const fan = await ok(
+      svc.POST('/v1/envs/{env}/fork', { params: { path: { env } }, body: { count: 2, name: 'ts-fan' } }),
+    );
+    assert.ok('forks' in fan);
+    const names = fan.forks.map((f) => ('environment' in f && f.environment ? f.environment.Name : f));
+    assert.deepEqual(names, ['ts-fan-1', 'ts-fan-2']);
   });
 
   test('failures are SvcError with the status and the server message', async () => {

@@ -177,8 +177,11 @@ class Client:
         return self._call("GET", "/v1/envs/%s/lineage" % quote(env_id))["ancestors"]
 
     @route("POST", "/v1/envs/{env}/fork")
-    def fork(self, env_id, name=None, version=None):
-        return self._call("POST", "/v1/envs/%s/fork" % quote(env_id), body=_body(name=name, version=version))
+    def fork(self, env_id, name=None, version=None, count=None):
+        """count (1-100): that many forks of the one snapshot, named <name>-1 ... <name>-<count>; the
+        answer is {fanout, version, snapshot, forks: [{environment, deployment, phases} or {name, error, status}]}."""
+        body = _body(name=name, version=version, count=count)
+        return self._call("POST", "/v1/envs/%s/fork" % quote(env_id), body=body)
 
     @route("POST", "/v1/envs/{env}/snapshot")
     def snapshot(self, env_id):
@@ -252,6 +255,8 @@ class Client:
 
     @route("POST", "/v1/sandboxes")
     def sandbox(self, from_version=None, image=None, **fields):
+        """count=N (1-100, with from_version) starts N forks of its one snapshot at once; the answer is
+        {fanout, version, snapshot, sandboxes: [{environment, deployment} or {name, error, status, ...}]}."""
         body = _body(from_version=from_version, image=image, **fields)
         return self._call("POST", "/v1/sandboxes", body=body, timeout=(fields.get("timeout_sec") or 600) + 60)
 

@@ -123,6 +123,19 @@ class ClientTest(unittest.TestCase):
         gone = self.c.wait(self.c.destroy(fork["deployment"]["EnvID"])["deployment"]["ID"])
         self.assertEqual(gone["deployment"]["Status"], "succeeded")
 
+    def test_fan_out_forks_and_sandboxes(self):
+        version, env = healthy_version(self.c)
+        fan = self.c.fork(env, name="py-fan", count=2)
+        self.assertEqual([f["environment"]["Name"] for f in fan["forks"]], ["py-fan-1", "py-fan-2"])
+        for f in fan["forks"]:
+            self.assertEqual(self.c.wait(f["deployment"]["ID"])["deployment"]["Status"], "succeeded")
+        sbx = self.c.sandbox(from_version=version, count=2, name="py-sbx")
+        self.assertEqual(sbx["snapshot"], fan["snapshot"])
+        self.assertEqual([s["environment"]["Status"] for s in sbx["sandboxes"]], ["running", "running"])
+        with self.assertRaises(SvcError) as over:
+            self.c.fork(env, count=101)
+        self.assertEqual(over.exception.status, 400)
+
     def test_an_episode_acquires_execs_moves_files_verifies_and_releases(self):
         version, _ = healthy_version(self.c)
         with self.c.episode(from_version=version) as ep:

@@ -833,6 +833,9 @@ export interface paths {
       requestBody: {
         content: {
           "application/json": {
+            /** @description Fork this many new environments (1-100) from the one snapshot of the version; the answer lists each fork or its own error. Without it the answer is the single-fork one. */
+            count?: number;
+            /** @description Name of the new environment; with count, the forks are <name>-1 … <name>-<count> */
             name?: string;
             version?: string;
           };
@@ -858,7 +861,7 @@ export interface paths {
         /** @description Default Response */
         202: {
           content: {
-            "application/json": {
+            "application/json": ({
               deployment: {
                 /** @description ISO 8601 */
                 CreatedAt: string;
@@ -887,7 +890,93 @@ export interface paths {
                   StartedAt: string | null;
                   Status: string;
                 })[];
-            };
+            }) | ({
+              /** @description The id every fork of this fan-out carries (clone evidence `fanout.id`) */
+              fanout: string;
+              forks: (({
+                  deployment: {
+                    /** @description ISO 8601 */
+                    CreatedAt: string;
+                    EnvID: string;
+                    Error: string;
+                    FinishedAt: string | null;
+                    ID: string;
+                    Kind: string;
+                    Params: {
+                      [key: string]: unknown;
+                    };
+                    ProjectID: string;
+                    Status: string;
+                    TargetEnvID: string;
+                    VersionID: string;
+                  };
+                  environment: {
+                    /** @description ISO 8601 */
+                    CreatedAt: string;
+                    CurrentVersionID: string;
+                    Endpoints: {
+                      [key: string]: string;
+                    };
+                    HostID: string;
+                    ID: string;
+                    Name: string;
+                    ParentVersionID: string;
+                    ProjectID: string;
+                    Stage: string;
+                    Status: string;
+                  };
+                  phases: ({
+                      DeploymentID: string;
+                      Error: string;
+                      Evidence: {
+                        [key: string]: unknown;
+                      } | null;
+                      FinishedAt: string | null;
+                      Name: string;
+                      Seq: number;
+                      StartedAt: string | null;
+                      Status: string;
+                    })[];
+                }) | ({
+                  deployment?: {
+                    /** @description ISO 8601 */
+                    CreatedAt: string;
+                    EnvID: string;
+                    Error: string;
+                    FinishedAt: string | null;
+                    ID: string;
+                    Kind: string;
+                    Params: {
+                      [key: string]: unknown;
+                    };
+                    ProjectID: string;
+                    Status: string;
+                    TargetEnvID: string;
+                    VersionID: string;
+                  };
+                  environment?: {
+                    /** @description ISO 8601 */
+                    CreatedAt: string;
+                    CurrentVersionID: string;
+                    Endpoints: {
+                      [key: string]: string;
+                    };
+                    HostID: string;
+                    ID: string;
+                    Name: string;
+                    ParentVersionID: string;
+                    ProjectID: string;
+                    Stage: string;
+                    Status: string;
+                  };
+                  error: string;
+                  name: string;
+                  status: number;
+                }))[];
+              /** @description The one snapshot every fork clones */
+              snapshot: string;
+              version: string;
+            });
           };
         };
       };
@@ -1958,12 +2047,15 @@ export interface paths {
         content: {
           "application/json": {
             cmd?: string[];
+            /** @description Fork this many new environments (1-100) from the one snapshot of the version; the answer lists each fork or its own error. Without it the answer is the single-fork one. */
+            count?: number;
             egress?: "deny" | "allow";
             env?: {
               [key: string]: string;
             };
             from_version?: string;
             image?: string;
+            /** @description Environment name; with count, the sandboxes are <name>-1 … <name>-<count> */
             name?: string;
             ports?: string[];
             project?: string;
@@ -1992,7 +2084,7 @@ export interface paths {
         /** @description Default Response */
         201: {
           content: {
-            "application/json": {
+            "application/json": ({
               deployment: {
                 /** @description ISO 8601 */
                 CreatedAt: string;
@@ -2024,7 +2116,81 @@ export interface paths {
                 Stage: string;
                 Status: string;
               };
-            };
+            }) | ({
+              /** @description The id every fork of this fan-out carries (clone evidence `fanout.id`) */
+              fanout: string;
+              sandboxes: (({
+                  deployment: {
+                    /** @description ISO 8601 */
+                    CreatedAt: string;
+                    EnvID: string;
+                    Error: string;
+                    FinishedAt: string | null;
+                    ID: string;
+                    Kind: string;
+                    Params: {
+                      [key: string]: unknown;
+                    };
+                    ProjectID: string;
+                    Status: string;
+                    TargetEnvID: string;
+                    VersionID: string;
+                  };
+                  environment: {
+                    /** @description ISO 8601 */
+                    CreatedAt: string;
+                    CurrentVersionID: string;
+                    Endpoints: {
+                      [key: string]: string;
+                    };
+                    HostID: string;
+                    ID: string;
+                    Name: string;
+                    ParentVersionID: string;
+                    ProjectID: string;
+                    Stage: string;
+                    Status: string;
+                  };
+                }) | ({
+                  deployment?: {
+                    /** @description ISO 8601 */
+                    CreatedAt: string;
+                    EnvID: string;
+                    Error: string;
+                    FinishedAt: string | null;
+                    ID: string;
+                    Kind: string;
+                    Params: {
+                      [key: string]: unknown;
+                    };
+                    ProjectID: string;
+                    Status: string;
+                    TargetEnvID: string;
+                    VersionID: string;
+                  };
+                  environment?: {
+                    /** @description ISO 8601 */
+                    CreatedAt: string;
+                    CurrentVersionID: string;
+                    Endpoints: {
+                      [key: string]: string;
+                    };
+                    HostID: string;
+                    ID: string;
+                    Name: string;
+                    ParentVersionID: string;
+                    ProjectID: string;
+                    Stage: string;
+                    Status: string;
+                  };
+                  error: string;
+                  name: string;
+                  status: number;
+                }))[];
+              /** @description The one snapshot every fork clones */
+              snapshot: string;
+              version: string;
+            });
           };
         };
       };
@@ -2096,12 +2262,15 @@ export interface paths {
         content: {
           "application/json": {
             cmd?: string[];
+            /** @description Fork this many new environments (1-100) from the one snapshot of the version; the answer lists each fork or its own error. Without it the answer is the single-fork one. */
+            count?: number;
             egress?: "deny" | "allow";
             env?: {
               [key: string]: string;
             };
             from_version?: string;
             image?: string;
+            /** @description Environment name; with count, the sandboxes are <name>-1 … <name>-<count> */
             name?: string;
             ports?: string[];
             project?: string;
