@@ -2,8 +2,11 @@
 // with a real control plane, a real svcd and real Docker, beside a bare `docker compose up -d` of
 // the same services (same images, commands and volumes; no depends_on, no healthchecks) measured
 // in the same run, interleaved. The template's images are the test stand-ins (test/support/images.ts).
+// --count N then forks the last snapshot N times in one request (fan-out) and reports when all N
+// are healthy against the single fork's p50, checking that a write in one fork is in no other fork
+// and not in the source.
 //
-//   node bench/fork/template.ts [--runs 5] [--xfs]
+//   node bench/fork/template.ts [--runs 5] [--xfs] [--count 32]
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -11,15 +14,20 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { parse, stringify } from 'yaml';
 import { closeXfsLoop } from '../../sidecar/storage/xfs-loop.ts';
-import { finished, startReal } from '../../test/e2e/real.ts';
+import { exec, finished, type Real, startReal } from '../../test/e2e/real.ts';
 import { ensureTemplateImages } from '../../test/support/images.ts';
 
 const { values } = parseArgs({
-  options: { runs: { type: 'string', default: '5' }, xfs: { type: 'boolean', default: false } },
+  options: {
+    runs: { type: 'string', default: '5' },
+    xfs: { type: 'boolean', default: false },
+    count: { type: 'string', default: '0' },
+  },
 });
 // --xfs: the sidecar keeps its datasets on its own XFS image (the --dev default; issue 15).
 if (values.xfs) process.env.SVC_XFS_LOOP = 'auto';
 const RUNS = Math.max(1, Number(values.runs));
+const COUNT = Math.min(100, Math.max(0, Number(values.count)));
 
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.ceil((p / 100) * xs.length) - 1];
 
@@ -56,6 +64,32 @@ const snapshotServer: number[] = [];
 const forkServer: number[] = [];
 const took = (d: { CreatedAt: string; FinishedAt: string }) =>
   Date.parse(d.FinishedAt) - Date.parse(d.CreatedAt);
+let fanOut: { wall: number; healthy: number; slowest: number; independent: boolean } | null = null;
+
+/**
+ * `count` forks of `version` in one request: wall time until every fork's deployment finished,
+ * how many are healthy, and whether a write in the first is absent from the second and the source.
+ */
+async function fanOutRun(real: Real, env: string, version: string, count: number) {
+  const t0 = Date.now();
+  const started = await real.t.req('POST', `/v1/envs/${env}/fork`, { body: { version, count, name: 'fan' } });
+  if (started.status !== 202) throw new Error(`fan-out: ${JSON.stringify(started.body)}`);
+  const forks = started.body.forks.filter((f: any) => f.deployment);
+  const done = await Promise.all(forks.map((f: any) => finished(real.t, f.deployment.ID, 1_200_000)));
+  const wall = Date.now() - t0;
+  const ok = done.filter((d) => d.deployment.Status === 'succeeded').map((d) => d.deployment.EnvID);
+  let independent = false;
+  if (ok.length >= 2) {
+    await exec(real.t, ok[0], 'main', ['sh', '-c', 'echo first > /work/fan-out-mark']);
+    const absent = async (id: string) =>
+      (await exec(real.t, id, 'main', ['sh', '-c', 'test -e /work/fan-out-mark; echo $?'])).stdout === '1\n';
+    independent = (await absent(ok[1])) && (await absent(env));
+  }
+  const slowest = Math.max(...done.map((d) => took(d.deployment)));
+  for (const d of done)
+    await finished(real.t, (await real.t.req('DELETE', `/v1/envs/${d.deployment.EnvID}`)).body.deployment.ID);
+  return { wall, healthy: ok.length, slowest, independent };
+}
 try {
   const tpl = (await r.t.req('GET', '/v1/templates')).body.templates.find(
     (x: any) => x.name === 'rl-environment-ops',
@@ -107,6 +141,10 @@ try {
       `run ${i}: snapshot ${snapshot.at(-1)} ms (frozen ${frozen.at(-1)} ms), fork ${fork.at(-1)} ms (forked_in ${forkedIn.at(-1)} ms), bare up -d ${bare.at(-1)} ms`,
     );
   }
+  if (COUNT > 0) {
+    fanOut = await fanOutRun(r, env, version, COUNT);
+    console.error(`fork --count ${COUNT}: ${fanOut.healthy} healthy, all done in ${fanOut.wall} ms`);
+  }
   const host = (await r.t.req('GET', '/v1/hosts')).body.hosts[0];
   console.error(`storage: ${host.Capabilities.storage}, copy-on-write: ${host.Capabilities.cow}`);
 } finally {
@@ -128,4 +166,10 @@ console.log(row('snapshot through the API (deployment wall time)', snapshot));
 console.log(row('snapshot deployment, created → finished (server clock)', snapshotServer));
 console.log(row('frozen_for', frozen));
 console.log(`fork p50 / bare p50 = ${(pct(fork, 50) / pct(bare, 50)).toFixed(2)}x`);
+if (fanOut) {
+  console.log(
+    `\nfork --count ${COUNT}: ${fanOut.healthy} of ${COUNT} healthy in ${fanOut.wall} ms (slowest deployment ${fanOut.slowest} ms), ` +
+      `${(fanOut.wall / pct(fork, 50)).toFixed(2)}x one fork's p50; a write in one fork absent from another and the source: ${fanOut.independent}`,
+  );
+}
 process.exit(0);
