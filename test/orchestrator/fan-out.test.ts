@@ -5,7 +5,7 @@ import { after, before, test } from 'node:test';
 import type { Frame } from '../../protocol/frames.ts';
 import { assertError, otherTeam } from '../support/api.ts';
 import { forEachDialect } from '../support/server.ts';
-import { AGENT_COMPOSE, deploy, env, finished, type World, world } from './harness.ts';
+import { AGENT_COMPOSE, deploy, env, finished, type World, waitFor, world } from './harness.ts';
 
 forEachDialect('fan-out', (dialect) => {
   let w: World;
@@ -185,5 +185,27 @@ forEachDialect('fan-out', (dialect) => {
       `version ${v1} not found`,
     );
     assert.equal(w.sc.commands('env.fork').length, forks);
+  });
+
+  test('sandboxes with count hand out ready warm-pool members first, then fork the rest', async () => {
+    const set = await w.t.req('POST', `/v1/versions/${v1}/pool`, { body: { size: 1 } });
+    assert.equal(set.status, 200, JSON.stringify(set.body));
+    await waitFor(async () => (await w.t.req('GET', `/v1/versions/${v1}/pool`)).body.pool?.ready === 1);
+    try {
+      const r = await w.t.req('POST', '/v1/sandboxes', { body: { from_version: v1, count: 3, name: 'wp' } });
+      assert.equal(r.status, 201, JSON.stringify(r.body));
+      const [warm, ...cold] = r.body.sandboxes;
+      assert.deepEqual(
+        r.body.sandboxes.map((x: any) => x.environment.Name),
+        ['wp-1', 'wp-2', 'wp-3'],
+      );
+      assert.equal(warm.deployment.Params.fanout, undefined, 'the first is the pool member');
+      for (const [i, x] of cold.entries()) {
+        assert.equal(x.environment.Status, 'running');
+        assert.deepEqual(x.deployment.Params.fanout, { id: r.body.fanout, index: i + 1, count: 2 });
+      }
+    } finally {
+      await w.t.req('DELETE', `/v1/versions/${v1}/pool`);
+    }
   });
 });
