@@ -1,15 +1,20 @@
 // What every route module receives: the parsed config, the database and the long-lived domain
 // services. Built once in main.ts; tests build it the same way against their own database.
+import type { Facts } from '../shared/facts.ts';
 import type { Faults } from '../shared/faults.ts';
 import type { SecretBox } from './clouds/secret-box.ts';
+import type { OAuthStates } from './codehost/oauth.ts';
+import type { WebhookIntake } from './codehost/webhook-intake.ts';
 import type { Config } from './config/config.ts';
 import type { Db } from './db/types.ts';
 import type { DeploymentEngine } from './deployments/engine.ts';
 import type { EventBus } from './events/bus.ts';
 import type { Blobs } from './hosts/blobs.ts';
+import type { CommandTargets } from './hosts/command-target.ts';
 import type { HostConnectivity } from './hosts/connectivity.ts';
 import type { Dispatcher } from './hosts/dispatcher.ts';
 import type { Authenticator } from './identity/auth.ts';
+import type { WarmPool } from './pool/pool.ts';
 
 export interface AppContext {
   config: Config;
@@ -17,12 +22,29 @@ export interface AppContext {
   auth: Authenticator;
   hub: HostConnectivity;
   dispatcher: Dispatcher;
+  /** Whether a host can take a command now, its never-changing facts kept (command-target.ts). */
+  targets: CommandTargets;
   engine: DeploymentEngine;
   blobs: Blobs;
   /** Live events: committed appends fanned out to the open event streams. */
   events: EventBus;
   /** Seals and opens provider tokens (AES-GCM at rest). */
   secrets: SecretBox;
+  /**
+   * Service names by version id for the exec hot path: a version's spec never changes, so they
+   * are read once and are right on every replica.
+   */
+  versionServices: Facts<string[]>;
+  /**
+   * Console sign-ins waiting for the code host's redirect. Held by this process: with several
+   * replicas the callback must reach the replica that started the sign-in (or the start is
+   * repeated: an unknown state is a clear 400 that says to start again).
+   */
+  oauthStates: OAuthStates;
+  /** Bounds the webhook bodies read at once (per process, so per replica). */
+  webhookIntake: WebhookIntake;
+  /** Warm pools of forks (started and stopped by its routes). */
+  pool: WarmPool;
   /** Throws no caller could take (guarded callbacks, the process-level handlers): logged, counted. */
   faults: Faults;
 }

@@ -1,12 +1,16 @@
 // svc-server: open and migrate the database, bootstrap the first team, serve HTTP and the host
 // stream, and shut down cleanly. The lifecycle is explicit: starting → serving → stopping → stopped.
 import type { FastifyBaseLogger } from 'fastify';
+import { Facts } from '../shared/facts.ts';
 import { type Fault, Faults, guard } from '../shared/faults.ts';
 import { SecretBox } from './clouds/secret-box.ts';
+import { OAuthStates } from './codehost/oauth.ts';
+import { WebhookIntake } from './codehost/webhook-intake.ts';
 import { type Config, ConfigError, devLoginWarning, localUrl, parseConfig } from './config/config.ts';
 import type { AppContext } from './context.ts';
 import { openDb } from './db/open.ts';
 import { type DevSidecar, saveDevKey, startDevSidecar } from './dev.ts';
+import { VERSION_SERVICES_MAX } from './envs/io.ts';
 import { EventBus } from './events/bus.ts';
 import { consumeJoinToken, mintJoinToken, recordJoinedHost } from './hosts/join-tokens.ts';
 import { ensureDriverHosts } from './hosts/targets.ts';
@@ -18,6 +22,7 @@ import { installValidationMessages } from './http/schema.ts';
 import { Authenticator, installAuth } from './identity/auth.ts';
 import { bootstrap } from './identity/store.ts';
 import { createOrchestrator, type Orchestrator, type OrchestratorOptions } from './orchestrator.ts';
+import { WarmPool } from './pool/pool.ts';
 import { createDrivers, createProvisioners } from './providers/index.ts';
 import { registerRoutes } from './routes.ts';
 import { UploadSweeper } from './uploads/sweep.ts';
@@ -99,18 +104,29 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     events,
     ...opts.orchestrator,
   });
+  // The warm pool works through the context it is a member of; built right after it.
+  let pool: WarmPool | undefined;
   const ctx: AppContext = {
     config,
     db,
     auth,
     hub: orch.hub,
     dispatcher: orch.dispatcher,
+    targets: orch.targets,
     engine: orch.engine,
     blobs: orch.blobs,
     events,
     secrets,
     faults,
+    versionServices: new Facts<string[]>(VERSION_SERVICES_MAX),
+    oauthStates: new OAuthStates(),
+    webhookIntake: new WebhookIntake(),
+    get pool() {
+      if (!pool) throw new Error('the warm pool is read before the context was built');
+      return pool;
+    },
   };
+  pool = new WarmPool(ctx);
   installValidationMessages(app);
   installCors(app, config.consoleUrl);
   await installRateLimits(app, httpLimits(opts.limits));

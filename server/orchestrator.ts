@@ -13,6 +13,7 @@ import { lateResult } from './deployments/late-results.ts';
 import type { LiveEvents } from './events/store.ts';
 import { Blobs } from './hosts/blobs.ts';
 import { failUnfinishedCommands } from './hosts/command-store.ts';
+import { CommandTargets } from './hosts/command-target.ts';
 import { Dispatcher, type Driver } from './hosts/dispatcher.ts';
 import { HostRecords } from './hosts/host-records.ts';
 import { Hub, type HubLogger, type JoinTokenConsumer } from './hosts/hub.ts';
@@ -35,6 +36,7 @@ export interface OrchestratorOptions {
 export interface Orchestrator {
   hub: Hub;
   dispatcher: Dispatcher;
+  targets: CommandTargets;
   engine: DeploymentEngine;
   blobs: Blobs;
   /** Ends what a previous process left running, then accepts host streams on `server`. */
@@ -59,12 +61,14 @@ export function createOrchestrator(
     hub.on('gone', (g) => subscriber.gone(g));
   }
   const blobs = new Blobs(() => config.publicUrl);
+  const targets = new CommandTargets(db, hub);
   const deps: OrchestratorDeps = {
     db,
     log,
     events: opts.events,
     dispatcher,
     hub,
+    targets,
     provisioners: opts.provisioners ?? new Map(),
     mintJoinToken: opts.mintJoinToken,
     ensureDriverHosts: opts.ensureDriverHosts,
@@ -86,6 +90,7 @@ export function createOrchestrator(
   return {
     hub,
     dispatcher,
+    targets,
     engine,
     blobs,
     async start(server) {

@@ -9,30 +9,18 @@ import { WEBHOOK_PATH } from '../http/rate-limits.ts';
 import { Body, emptyBodyIsObject, SECURED } from '../http/schema.ts';
 import { installationsView, linkInstallation, reposView } from './codehost.ts';
 import { GitHub } from './github.ts';
-import { finishSignIn, OAuthStates, startUrl } from './oauth.ts';
+import { finishSignIn, startUrl } from './oauth.ts';
 import { type CodehostDeps, deployFromSource } from './push.ts';
 import { UserTokens } from './user-token.ts';
-import {
-  checkWebhookHeaders,
-  readSigned,
-  WEBHOOK_BODY_LIMIT,
-  WebhookIntake,
-  webhookSecret,
-} from './webhook-intake.ts';
+import { checkWebhookHeaders, readSigned, WEBHOOK_BODY_LIMIT, webhookSecret } from './webhook-intake.ts';
 import { handleDelivery } from './webhooks.ts';
 
 const tags = ['code hosting'];
 
-/** Each server's sign-in states (tests reach them to expire one). */
-export const oauthStatesOf = new WeakMap<AppContext, OAuthStates>();
-/** Each server's webhook intake (tests shorten its read bound). */
-export const webhookIntakeOf = new WeakMap<AppContext, WebhookIntake>();
-
 export function codehostRoutes(app: App, ctx: AppContext): void {
   const { config, db } = ctx;
   const github = new GitHub(config.codehost.apiUrl, config.codehost.appId, config.codehost.appPrivateKey);
-  const states = new OAuthStates();
-  oauthStatesOf.set(ctx, states);
+  const { oauthStates: states } = ctx;
   const deps: CodehostDeps = { db, engine: ctx.engine, events: ctx.events, config, github, log: app.log };
   const tokens = new UserTokens({ db, config, github, secrets: ctx.secrets });
 
@@ -78,8 +66,7 @@ export function codehostRoutes(app: App, ctx: AppContext): void {
 
   // Refusals that need no body come first (onRequest, before a byte is read); the body is then
   // read and its signature checked in one pass (webhook-intake.ts), and only a signed body parsed.
-  const intake = new WebhookIntake();
-  webhookIntakeOf.set(ctx, intake);
+  const { webhookIntake: intake } = ctx;
   app.register(async (raw) => {
     raw.removeAllContentTypeParsers();
     raw.addContentTypeParser('application/json', (req, body, done) => {

@@ -2,6 +2,7 @@
 // timeout (spec "Process rules" 1). node:sqlite is synchronous, so a transaction that awaits must
 // not let other callers' statements run inside it: a lock queues everyone else until it ends.
 import { DatabaseSync, type StatementSync } from 'node:sqlite';
+import { RowMemo } from './row-memo.ts';
 import { type Db, type Dialect, type Param, type Queryable, runCommitted } from './types.ts';
 
 const DIALECT: Dialect = {
@@ -21,6 +22,8 @@ export class SqliteDb implements Db {
   #db: DatabaseSync;
   #stmts = new Map<string, StatementSync>();
   #lock: Promise<void> | null = null;
+  /** Rows may be kept because this process is the file's only writer (row-memo.ts). */
+  readonly rows = DIALECT.capabilities.soleWriter ? new RowMemo() : undefined;
 
   constructor(path: string) {
     this.#db = new DatabaseSync(path, { timeout: 5000 });
@@ -53,6 +56,7 @@ export class SqliteDb implements Db {
       return { changes: Number(r.changes) };
     },
     afterCommit: (fn) => runCommitted([fn]),
+    rows: this.rows,
   };
 
   async #idle(): Promise<void> {

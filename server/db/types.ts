@@ -2,6 +2,7 @@
 // portable types (TEXT, INTEGER); dialect differences are capability flags, not branches
 // scattered through repositories.
 import { isoNow } from '../../protocol/time.ts';
+import type { RowMemo } from './row-memo.ts';
 
 export type Param = string | number | bigint | null;
 
@@ -44,6 +45,11 @@ export interface Queryable {
    * (the write is done; a listener's failure is not the writer's).
    */
   afterCommit(fn: () => void): void;
+  /**
+   * Rows kept in memory for hot reads, present only on a `soleWriter` engine (every write passes
+   * through this process); the same memo on the database and on its transactions. See row-memo.ts.
+   */
+  readonly rows?: RowMemo;
 }
 
 export interface Db extends Queryable {

@@ -3,6 +3,7 @@
 import type { BlobRef } from '../../protocol/commands.ts';
 import type { Db } from '../db/types.ts';
 import type { LiveEvents } from '../events/store.ts';
+import type { CommandTargets } from '../hosts/command-target.ts';
 import type { Dispatcher } from '../hosts/dispatcher.ts';
 
 export interface CloudRecord {
@@ -38,6 +39,8 @@ export interface OrchestratorDeps {
     waitForHost(teamId: string, cloudId: string, timeoutMs: number): Promise<string>;
     waitConnected(hostId: string, timeoutMs: number): Promise<boolean>;
   };
+  /** Whether a host can take a command now (the context's, with its kept host facts). */
+  targets: CommandTargets;
   /** Providers that can create machines, by provider name (e.g. `cloudvm`). */
   provisioners: Map<string, Provisioner>;
   /** Mints a join token for a cloud's provisioned machine. */

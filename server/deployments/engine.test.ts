@@ -12,6 +12,7 @@ import { watchAlive } from '../../test/support/alive.ts';
 import { openDb } from '../db/open.ts';
 import type { Db, Param } from '../db/types.ts';
 import { listEvents } from '../events/store.ts';
+import { CommandTargets } from '../hosts/command-target.ts';
 import { Dispatcher } from '../hosts/dispatcher.ts';
 import type { OrchestratorDeps } from './deps.ts';
 import { DeploymentEngine, type KindDef } from './engine.ts';
@@ -114,6 +115,7 @@ describe('engine: no failure is lost', () => {
         waitForHost: async () => TARGET.hostId,
         waitConnected: async () => true,
       },
+      targets: new CommandTargets(f.db, { isConnected: () => true }),
       provisioners: new Map(),
       mintJoinToken: async () => '',
       ensureDriverHosts: async () => {},

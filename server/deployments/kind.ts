@@ -3,7 +3,6 @@
 import type { TObject } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { type Environment, getEnv, getVersion, type Version } from '../envs/store.ts';
-import { commandTarget } from '../hosts/command-target.ts';
 import type { CommandTarget } from '../hosts/dispatcher.ts';
 import type { OrchestratorDeps } from './deps.ts';
 import type { Deployment, DeploymentStatus, NewDeployment } from './store.ts';
@@ -122,6 +121,6 @@ export function phaseContext(
       if (!v) throw new Error(missing);
       return v;
     },
-    target: (hostId) => commandTarget(deps.db, deps.hub, dep.TeamID, hostId),
+    target: (hostId) => deps.targets.of(dep.TeamID, hostId),
   };
 }

@@ -13,25 +13,22 @@ import { withTimeout } from '../../shared/concurrency.ts';
 import type { AppContext } from '../context.ts';
 import { BadRequest, Conflict, NotFound, TooLarge, Upstream } from '../errors.ts';
 import { INLINE_ARCHIVE_BYTES } from '../hosts/blobs.ts';
-import { commandTarget, HostUnavailable } from '../hosts/command-target.ts';
+import { HostUnavailable } from '../hosts/command-target.ts';
 import type { Caller } from '../identity/auth.ts';
 import { assertLive } from './lifecycle.ts';
 import { getEnvHot, getVersion } from './store.ts';
 
 export const EXEC_GRACE_SEC = 10;
 export const MAX_EXEC_TIMEOUT_SEC = 24 * 3600;
+/** How many versions' service names the context keeps before it drops them all. */
+export const VERSION_SERVICES_MAX = 10_000;
 
-/** Service names by version id: a version's spec never changes, so the exec hot path reads it once. */
-const servicesOf = new Map<string, string[] | null>();
-
+/** Service names by version id, kept in the context's `versionServices` (see its comment). */
 async function versionServices(ctx: AppContext, teamId: string, versionId: string): Promise<string[] | null> {
-  const known = servicesOf.get(versionId);
-  if (known !== undefined) return known;
-  const v = await getVersion(ctx.db, teamId, versionId);
-  const names = v ? v.Spec.services.map((s) => s.name) : null;
-  if (servicesOf.size >= 10_000) servicesOf.clear();
-  if (names) servicesOf.set(versionId, names);
-  return names;
+  const names = await ctx.versionServices.get(versionId, async () =>
+    (await getVersion(ctx.db, teamId, versionId))?.Spec.services.map((s) => s.name),
+  );
+  return names ?? null;
 }
 
 async function targetFor(ctx: AppContext, caller: Caller, envId: string, service: string) {
@@ -47,7 +44,7 @@ async function targetFor(ctx: AppContext, caller: Caller, envId: string, service
     );
   }
   try {
-    return { env, target: await commandTarget(ctx.db, ctx.hub, caller.teamId, env.HostID) };
+    return { env, target: await ctx.targets.of(caller.teamId, env.HostID) };
   } catch (err) {
     if (err instanceof HostUnavailable) throw new Upstream(err.message);
     throw err;

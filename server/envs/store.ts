@@ -146,48 +146,23 @@ export async function insertEnv(q: Queryable, e: NewEnv): Promise<Environment> {
   return envOf(row);
 }
 
+const hotKey = (id: string) => `environments/${id}`;
+
+/** Runs a write of environment `id`, forgetting its kept row (where rows are kept) around it. */
+const changing = <T>(q: Queryable, id: string, write: () => Promise<T>): Promise<T> =>
+  q.rows ? q.rows.changing(hotKey(id), write) : write();
+
 /**
- * Environment rows for the exec hot path, only on a database this process alone writes (the
- * dialect's `soleWriter`: SQLite), where every write to this table goes through this file: `renameEnv` and `updateEnv` forget a row before
- * and after they write it, and a read that raced a write (the generation moved) is not kept.
- * Reads through the Db wait for open transactions, so nothing uncommitted is kept; the short
- * bound covers anything else that writes the file.
+ * `getEnv` for the exec hot path, through the database's kept rows where it keeps them (a
+ * `soleWriter` engine, SQLite: every write to this table goes through this file, which forgets
+ * the row around it). Never inside a transaction: it takes the Db itself.
  */
-const hot = new Map<string, { row: EnvRow; until: number }>();
-const HOT_MS = 1000;
-const HOT_MAX = 10_000;
-let generation = 0;
-
-function forget(id: string): void {
-  hot.delete(id);
-  generation++;
-}
-
-async function changing<T>(id: string, write: () => Promise<T>): Promise<T> {
-  forget(id);
-  try {
-    return await write();
-  } finally {
-    forget(id);
-  }
-}
-
-/** `getEnv` through the hot-path cache (never inside a transaction: it takes the Db itself). */
 export async function getEnvHot(db: Db, teamId: string, id: string): Promise<Environment | undefined> {
-  if (!db.dialect.capabilities.soleWriter) return getEnv(db, teamId, id);
-  const at = Date.now();
-  let row = hot.get(id);
-  if (!row || row.until <= at) {
-    const gen = generation;
-    const r = await db.get<EnvRow>('SELECT * FROM environments WHERE id = ?', [id]);
-    if (!r) return undefined;
-    row = { row: r, until: at + HOT_MS };
-    if (gen === generation) {
-      if (hot.size >= HOT_MAX) hot.clear();
-      hot.set(id, row);
-    }
-  }
-  return row.row.team_id === teamId ? envOf(row.row) : undefined;
+  if (!db.rows) return getEnv(db, teamId, id);
+  const row = await db.rows.read(hotKey(id), () =>
+    db.get<EnvRow>('SELECT * FROM environments WHERE id = ?', [id]),
+  );
+  return row && row.team_id === teamId ? envOf(row) : undefined;
 }
 
 export async function getEnv(q: Queryable, teamId: string, id: string): Promise<Environment | undefined> {
@@ -236,7 +211,7 @@ export interface EnvPatch {
 
 /** Renames an environment (a claimed warm-pool member takes the sandbox's name). */
 export async function renameEnv(q: Queryable, id: string, name: string): Promise<void> {
-  await changing(id, () => q.run('UPDATE environments SET name = ? WHERE id = ?', [name, id]));
+  await changing(q, id, () => q.run('UPDATE environments SET name = ? WHERE id = ?', [name, id]));
 }
 
 export async function updateEnv(q: Queryable, id: string, p: EnvPatch): Promise<void> {
@@ -246,7 +221,7 @@ export async function updateEnv(q: Queryable, id: string, p: EnvPatch): Promise<
     current_version_id: p.currentVersionId,
     endpoints: p.endpoints === undefined ? undefined : json(p.endpoints),
   };
-  await changing(id, () => updateColumns(q, 'environments', cols, 'id = ?', [id]));
+  await changing(q, id, () => updateColumns(q, 'environments', cols, 'id = ?', [id]));
 }
 
 /** Counts environments of a project whose name starts with `prefix` (for `<name>-fork-<n>`, `sbx-<n>`). */

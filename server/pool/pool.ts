@@ -15,7 +15,6 @@ import { getDeployment } from '../deployments/store.ts';
 import { checkEnvName, destroy, forkVersion, freeName } from '../envs/lifecycle.ts';
 import * as envStore from '../envs/store.ts';
 import { BadRequest, Conflict, NotFound } from '../errors.ts';
-import { commandTarget } from '../hosts/command-target.ts';
 import type { Caller } from '../identity/auth.ts';
 import { type PoolState, poolState } from '../metrics/channels.ts';
 import * as store from './store.ts';
@@ -39,13 +38,6 @@ export interface PoolStatus {
   starting: number;
 }
 
-const pools = new WeakMap<AppContext, WarmPool>();
-
-/** The pool service of a running app (null before the routes registered it). */
-export function poolOf(ctx: AppContext): WarmPool | null {
-  return pools.get(ctx) ?? null;
-}
-
 export class WarmPool {
   readonly #ctx: AppContext;
   #timer: NodeJS.Timeout | undefined;
@@ -59,7 +51,6 @@ export class WarmPool {
 
   constructor(ctx: AppContext) {
     this.#ctx = ctx;
-    pools.set(ctx, this);
   }
 
   start(): void {
@@ -174,7 +165,7 @@ export class WarmPool {
     env: envStore.Environment,
     kind: 'env.pause' | 'env.unpause',
   ): Promise<void> {
-    const target = await commandTarget(this.#ctx.db, this.#ctx.hub, teamId, env.HostID);
+    const target = await this.#ctx.targets.of(teamId, env.HostID);
     await this.#ctx.dispatcher.run(target, env.ID, kind, {}, COMMAND_TIMEOUT_MS);
   }
 

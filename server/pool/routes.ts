@@ -1,9 +1,9 @@
-// Warm pool routes (issue 15): POST/GET/DELETE /v1/versions/{ver}/pool. The pool service is
-// created and started here and stopped with the app.
+// Warm pool routes (issue 15): POST/GET/DELETE /v1/versions/{ver}/pool. The pool service is the
+// context's; it is started here and stopped with the app.
 import { Type } from '@sinclair/typebox';
 import type { AppContext } from '../context.ts';
 import type { App } from '../http/app.ts';
-import { MAX_POOL_SIZE, WarmPool } from './pool.ts';
+import { MAX_POOL_SIZE } from './pool.ts';
 
 const Params = Type.Object({ ver: Type.String({ minLength: 1, maxLength: 64 }) });
 const Body = Type.Object(
@@ -12,7 +12,7 @@ const Body = Type.Object(
 );
 
 export function poolRoutes(app: App, ctx: AppContext): void {
-  const pool = new WarmPool(ctx);
+  const { pool } = ctx;
   pool.onError = (err) => app.log.warn({ err: err.message }, 'warm pool refill failed; retrying');
   app.addHook('onReady', async () => pool.start());
   app.addHook('onClose', async () => pool.stop());

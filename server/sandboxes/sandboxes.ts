@@ -13,7 +13,6 @@ import * as envStore from '../envs/store.ts';
 import { BadRequest, NotFound, SvcError, Timeout, Upstream } from '../errors.ts';
 import type { Caller } from '../identity/auth.ts';
 import { poolClaim } from '../metrics/channels.ts';
-import { poolOf } from '../pool/pool.ts';
 import { findProject, insertProject, type Project } from '../projects/store.ts';
 
 export const DEFAULT_SANDBOX_PROJECT = 'sandboxes';
@@ -97,7 +96,7 @@ async function claimWarm(ctx: AppContext, caller: Caller, req: SandboxRequest, p
   if (req.from_version === undefined || req.image !== undefined || pin) return null;
   const v = await envStore.getVersion(ctx.db, caller.teamId, req.from_version);
   if (!v?.Healthy || !v.Snapshot) return null; // start() says why
-  const warm = (await poolOf(ctx)?.claim(caller, v, req.name)) ?? null;
+  const warm = await ctx.pool.claim(caller, v, req.name);
   poolClaim.publish({ warm: warm !== null });
   return warm;
 }

@@ -4,7 +4,6 @@
 // neither the console origin nor loopback.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { oauthStatesOf } from '../../server/codehost/routes.ts';
 import { assertError } from '../support/api.ts';
 import { FakeGitHub } from '../support/fakes/github.ts';
 import { forEachDialect, startTestServer, type TestServer } from '../support/server.ts';
@@ -96,7 +95,7 @@ forEachDialect('code-host sign-in', (dialect) => {
     );
 
     const late = await location(await location(`${s.url}/auth/codehost/start`).then((u) => u.toString()));
-    oauthStatesOf.get(s.server.ctx)?.expireAll();
+    s.server.ctx.oauthStates.expireAll();
     assertError(await s.req('GET', late.pathname + late.search, { token: false }), 400, 'expired');
 
     const state = (await location(`${s.url}/auth/codehost/start`)).searchParams.get('state');

@@ -6,7 +6,6 @@
 import assert from 'node:assert/strict';
 import { connect, type Socket } from 'node:net';
 import { after, before, test } from 'node:test';
-import { webhookIntakeOf } from '../../server/codehost/routes.ts';
 import { FakeGitHub } from '../support/fakes/github.ts';
 import { forEachDialect, startTestServer, type TestServer } from '../support/server.ts';
 import { sendWebhook } from '../support/webhooks.ts';
@@ -96,7 +95,7 @@ forEachDialect('webhook intake: refusals before the body, bounded reads, rates',
   });
 
   test('a few bodies at once per address: the next is 429 at once; the slots come back', async () => {
-    const intake = webhookIntakeOf.get(s.server.ctx);
+    const intake = s.server.ctx.webhookIntake;
     assert.ok(intake);
     const held: Socket[] = [];
     for (let i = 0; i < intake.perAddress; i++) void partial(s, {}, 16, held).catch(() => {});
@@ -120,7 +119,7 @@ forEachDialect('webhook intake: refusals before the body, bounded reads, rates',
   });
 
   test('a body that does not arrive in time is 408 and dropped; the process answers after the bound', async () => {
-    const intake = webhookIntakeOf.get(s.server.ctx);
+    const intake = s.server.ctx.webhookIntake;
     assert.ok(intake);
     intake.readMs = 200;
     try {
