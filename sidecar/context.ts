@@ -9,7 +9,9 @@ import type { Egress, ServiceRecord } from '../protocol/spec.ts';
 import { stagingDir } from './docker/bind-staging.ts';
 import type { ComposeTool } from './docker/compose-tool.ts';
 import type { ProbeOptions } from './docker/egress.ts';
+import { DockerEngine, type EngineState } from './docker/engine.ts';
 import { NoComposeTool } from './docker/errors.ts';
+import { projectName } from './docker/render.ts';
 import { Stack } from './docker/stack.ts';
 import type { SubnetAllocator } from './docker/subnets.ts';
 import type { Lane, StackPool } from './pool.ts';
@@ -33,6 +35,8 @@ export interface SidecarContext {
   /** Null on a machine without a compose tool: the host still joins (and reports `compose: false`). */
   tool: ComposeTool | null;
   docker: Docker;
+  /** What this process knows about its Docker engine across calls: spare execs, listing hints. */
+  engineState: EngineState;
   probe: ProbeOptions;
   log: (msg: string) => void;
   /** Forks reading an environment's snapshots; a destroy of that environment waits for them. */
@@ -101,6 +105,10 @@ export function composeTool(ctx: SidecarContext): ComposeTool {
   return ctx.tool;
 }
 
+/** The engine access of an environment's compose project, sharing the process's Docker state. */
+export const engineOf = (ctx: SidecarContext, envId: string): DockerEngine =>
+  new DockerEngine(projectName(envId), ctx.docker, ctx.engineState);
+
 export function stackOf(
   ctx: SidecarContext,
   envId: string,
@@ -114,6 +122,7 @@ export function stackOf(
     spec: { services: spec.services, volumes: spec.volumes, egress: spec.egress },
     tool: composeTool(ctx),
     docker: ctx.docker,
+    engineState: ctx.engineState,
     volumePaths,
     subnets: ctx.subnets,
     layerQuota,

@@ -11,8 +11,8 @@ import { detectCapabilities, VERSION } from './capabilities.ts';
 import type { SidecarContext } from './context.ts';
 import { collectBuildImages, DEFAULT_BUILD_GC_EVERY_MS, DEFAULT_BUILD_KEEP_MS } from './docker/build-gc.ts';
 import { type ComposeFlavor, detectComposeTool } from './docker/compose-tool.ts';
-import { dockerClient } from './docker/engine.ts';
-import { spares, sparesEnabledFromEnv } from './docker/spare.ts';
+import { dockerClient, EngineState } from './docker/engine.ts';
+import { sparesEnabledFromEnv } from './docker/spare.ts';
 import { subnetAllocatorFromEnv } from './docker/subnets.ts';
 import { handlers, undoInterrupted } from './handlers/index.ts';
 import { install } from './install.ts';
@@ -145,6 +145,7 @@ async function serve(opts: SidecarOptions): Promise<number> {
     storage,
     tool,
     docker,
+    engineState: new EngineState(),
     probe: { internetTargets: probeTargets(), command: await probeCommand() },
     log,
     readers: new Map(),
@@ -153,7 +154,7 @@ async function serve(opts: SidecarOptions): Promise<number> {
     buildKeepMs: secondsEnv('SVC_BUILD_KEEP', DEFAULT_BUILD_KEEP_MS),
     pool: stackPoolFromEnv(),
   };
-  spares.enabled = sparesEnabledFromEnv();
+  ctx.engineState.spares.enabled = sparesEnabledFromEnv();
   const stopCollecting = collectPeriodically(ctx);
 
   let link: Link | null = null;

@@ -10,7 +10,7 @@
 import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import Docker from 'dockerode';
-import { DockerEngine, PROJECT_LABEL, SERVICE_LABEL } from '../../sidecar/docker/engine.ts';
+import { DockerEngine, EngineState, PROJECT_LABEL, SERVICE_LABEL } from '../../sidecar/docker/engine.ts';
 import { execIn } from '../../sidecar/docker/exec.ts';
 import { BUSYBOX_IMAGE, ensureTestImages } from '../../test/support/images.ts';
 import { cliExec, rawExec } from './baseline.ts';
@@ -57,7 +57,7 @@ async function main(): Promise<void> {
   });
   await container.start();
   try {
-    const engine = new DockerEngine(project, docker);
+    const engine = new DockerEngine(project, docker, new EngineState());
     const results = await interleaved([
       ['(a) DockerEngine.exec (lookup + wrapper)', () => engine.exec('box', ['true'])],
       ["(a') execIn (wrapper, container known)", () => execIn(container, 'box', ['true'])],

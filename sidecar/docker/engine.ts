@@ -6,7 +6,7 @@ import { getArchiveFrom, type Owner, putArchiveIn } from './archive.ts';
 import { DockerError, dockerMessage, ExecNotCreated, NoSuchService, statusCode } from './errors.ts';
 import { checkCommand, type ExecOptions, type ExecResult, execIn } from './exec.ts';
 import { demuxAll } from './mux.ts';
-import { spares } from './spare.ts';
+import { SpareExecs } from './spare.ts';
 
 export const PROJECT_LABEL = 'com.docker.compose.project';
 export const SERVICE_LABEL = 'com.docker.compose.service';
@@ -24,20 +24,28 @@ export interface ServiceContainer {
   imageId: string;
 }
 
-/**
- * The container of a project's service by `project/service`, as last listed: a hint that spares
- * the exec hot path a listing per command (issue 15). Docker proves it at each use: when the exec
- * cannot be created there (container replaced, stopped, paused) nothing ran, and the exec goes
- * the listed way with its usual messages.
- */
-const lastSeen = new Map<string, string>();
 const LAST_SEEN_MAX = 10_000;
 
-let shared: Docker | undefined;
-/** One client per process (DOCKER_HOST, else /var/run/docker.sock). */
+/**
+ * What a sidecar knows about its Docker engine across calls, one per sidecar context: every
+ * DockerEngine of the process shares it, so a pause through any of them freezes the spares the
+ * exec path would take. Only this sidecar drives its engine's containers.
+ */
+export class EngineState {
+  /** The warm spare execs, by container id (spare.ts). */
+  readonly spares = new SpareExecs();
+  /**
+   * The container of a project's service by `project/service`, as last listed: a hint that
+   * spares the exec hot path a listing per command. Docker proves it at each use: when the exec
+   * cannot be created there (container replaced, stopped, paused) nothing ran, and the exec goes
+   * the listed way with its usual messages.
+   */
+  readonly lastSeen = new Map<string, string>();
+}
+
+/** A client of the local engine (DOCKER_HOST, else /var/run/docker.sock); the context keeps one. */
 export function dockerClient(): Docker {
-  shared ??= new Docker();
-  return shared;
+  return new Docker();
 }
 
 /**
@@ -58,11 +66,18 @@ const finalPauseError = (err: unknown) => statusCode(err) === 404 || statusCode(
 export class DockerEngine {
   readonly project: string;
   readonly docker: Docker;
+  readonly #state: EngineState;
   readonly #pauseRetry: PauseRetry;
-  constructor(project: string, docker: Docker = dockerClient(), pauseRetry: PauseRetry = PAUSE_RETRY) {
+  constructor(project: string, docker: Docker, state: EngineState, pauseRetry: PauseRetry = PAUSE_RETRY) {
     this.project = project;
     this.docker = docker;
+    this.#state = state;
     this.#pauseRetry = pauseRetry;
+  }
+
+  /** The process's spare execs (the pause path primes one). */
+  get spares(): SpareExecs {
+    return this.#state.spares;
   }
 
   /** Every container of the project (one-off `run` containers excluded), any state, by service name. */
@@ -88,6 +103,7 @@ export class DockerEngine {
       }));
     // Every listing refreshes the hints: a pool member's thaw lists its stack, so the first exec
     // after a claim needs no listing of its own.
+    const { lastSeen } = this.#state;
     if (lastSeen.size >= LAST_SEEN_MAX) lastSeen.clear();
     for (const c of [...found].reverse()) lastSeen.set(`${this.project}/${c.service}`, c.id);
     return found;
@@ -109,6 +125,7 @@ export class DockerEngine {
 
   async exec(service: string, cmd: string[], opts: ExecOptions = {}): Promise<ExecResult> {
     const key = `${this.project}/${service}`;
+    const { lastSeen } = this.#state;
     const hint = lastSeen.get(key);
     if (hint) {
       const viaSpare = await this.#onSpare(service, hint, cmd, opts);
@@ -125,7 +142,7 @@ export class DockerEngine {
       const why = c.state === 'paused' ? ' (it is paused, frozen for a snapshot or a verify)' : '';
       throw new DockerError(`exec in service '${service}': its container is ${c.state}${why}`);
     }
-    if (opts.spare) spares.dropStale(this.project, service, c.id);
+    if (opts.spare) this.#state.spares.dropStale(this.project, service, c.id);
     if (c.id !== hint) {
       const viaSpare = await this.#onSpare(service, c.id, cmd, opts);
       if (viaSpare) return viaSpare;
@@ -137,7 +154,7 @@ export class DockerEngine {
   async #onSpare(service: string, id: string, cmd: string[], opts: ExecOptions): Promise<ExecResult | null> {
     if (!opts.spare) return null;
     checkCommand(cmd);
-    return spares.runOn(this.docker, { project: this.project, service, id }, cmd, opts);
+    return this.#state.spares.runOn(this.docker, { project: this.project, service, id }, cmd, opts);
   }
 
   async putArchive(service: string, path: string, tar: Buffer, owner?: Owner): Promise<void> {
@@ -177,7 +194,9 @@ export class DockerEngine {
   async freezeEach(op: 'pause' | 'unpause', todo: ServiceContainer[]): Promise<void> {
     if (op === 'pause') return this.#pauseEach(todo);
     const results = await Promise.allSettled(todo.map((c) => this.docker.getContainer(c.id).unpause()));
-    spares.afterUnpause(todo.filter((_c, i) => results[i].status === 'fulfilled').map((c) => c.id));
+    this.#state.spares.afterUnpause(
+      todo.filter((_c, i) => results[i].status === 'fulfilled').map((c) => c.id),
+    );
     const failed = results.findIndex((r) => r.status === 'rejected');
     if (failed >= 0)
       throw new DockerError(
@@ -193,7 +212,7 @@ export class DockerEngine {
   async #pauseEach(todo: ServiceContainer[]): Promise<void> {
     // A frozen spare would not answer, and a spare starting during a pause deadlocks Docker:
     // none is taken or started from before the pause until after the unpause (spare.ts).
-    await spares.beforePause(
+    await this.#state.spares.beforePause(
       this.project,
       todo.map((c) => c.id),
     );
@@ -231,7 +250,7 @@ export class DockerEngine {
     failed: { c: ServiceContainer; err: unknown }[],
   ): Promise<void> {
     const results = await Promise.allSettled(frozen.map((c) => this.docker.getContainer(c.id).unpause()));
-    spares.afterUnpause([
+    this.#state.spares.afterUnpause([
       ...frozen.filter((_c, i) => results[i].status === 'fulfilled').map((c) => c.id),
       ...failed.filter((f) => statusCode(f.err) !== 409).map((f) => f.c.id),
     ]);

@@ -17,9 +17,8 @@ import { tier } from '../../test/support/tiers.ts';
 import { type SidecarContext, saveSpec, stackOf } from '../context.ts';
 import { commandRunner, testContext } from '../handlers/testing.ts';
 import { unmountUnder } from '../storage/quota.ts';
-import { DockerEngine, dockerClient, type ServiceContainer } from './engine.ts';
+import { DockerEngine, dockerClient, EngineState, type ServiceContainer } from './engine.ts';
 import { projectName } from './render.ts';
-import { spares } from './spare.ts';
 import { svc, testEnvId } from './testing.ts';
 
 /** The engine's answer when the runtime could not freeze a container. */
@@ -95,7 +94,7 @@ const containers = (ids: string[]): ServiceContainer[] =>
 function fakeEngine(fails: (id: string, nth: number) => number | null) {
   const ids = ['c-agent', 'c-sibling', 'c-db'];
   const fake = new FakeDocker(ids, fails);
-  const engine = new DockerEngine('svc_fake', fake as unknown as Docker, RETRY);
+  const engine = new DockerEngine('svc_fake', fake as unknown as Docker, new EngineState(), RETRY);
   return { fake, engine, todo: containers(ids) };
 }
 
@@ -121,7 +120,8 @@ describe('pausing a stack: the rule', () => {
     );
     assert.equal(fake.pauses.filter((x) => x === 'c-sibling').length, RETRY.attempts);
     assert.deepEqual([...fake.state.values()], ['running', 'running', 'running']);
-    for (const c of todo) assert.equal(spares.isFrozen(c.id), false, `${c.service} is not held frozen`);
+    for (const c of todo)
+      assert.equal(engine.spares.isFrozen(c.id), false, `${c.service} is not held frozen`);
   });
 
   test('a refusal no retry can change (gone, already paused) ends the pause at once, thawing the rest', async () => {
@@ -158,7 +158,7 @@ describe('verify.collect and env.snapshot when a freeze fails, on real Docker', 
     const paths = await ctx.storage.prepare(envId, spec.volumes);
     await saveSpec(ctx, envId, spec);
     await stackOf(ctx, envId, spec, paths).up(120);
-    engine = new DockerEngine(projectName(envId), dockerClient());
+    engine = new DockerEngine(projectName(envId), dockerClient(), ctx.engineState);
     const sibling = (await engine.find('sibling')).id;
     faults.failing = (id) => id === sibling;
   });

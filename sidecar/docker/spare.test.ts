@@ -12,13 +12,14 @@ import { fileURLToPath } from 'node:url';
 import { sleep } from '../../shared/concurrency.ts';
 import { BUSYBOX_IMAGE, ensureTestImages, PGREDIS_IMAGE } from '../../test/support/images.ts';
 import { tier } from '../../test/support/tiers.ts';
-import { DockerEngine, dockerClient, PROJECT_LABEL, SERVICE_LABEL } from './engine.ts';
+import { DockerEngine, dockerClient, EngineState, PROJECT_LABEL, SERVICE_LABEL } from './engine.ts';
 import { ExecTimeout } from './errors.ts';
 import { type ExecResult, execIn } from './exec.ts';
-import { spares } from './spare.ts';
 
 const RUN = randomBytes(4).toString('hex');
 const docker = dockerClient();
+const state = new EngineState();
+const { spares } = state;
 
 /** Every byte a shell could misread: quotes, expansions, newlines (trailing too), backslashes, unicode. */
 const NASTY = [
@@ -166,7 +167,9 @@ describe('spare execs on real Docker', { skip: tier('docker'), timeout: 300_000 
       assert.ok(spare);
       process.kill(await spare.pid(), 'SIGKILL');
       // At once, before the sidecar may have seen the stream end: either way the command runs once.
-      const r = await new DockerEngine(b().project, docker).exec('main', ['echo', 'once'], { spare: true });
+      const r = await new DockerEngine(b().project, docker, state).exec('main', ['echo', 'once'], {
+        spare: true,
+      });
       assert.deepEqual(r, { exit_code: 0, stdout: 'once\n', stderr: '' });
       assert.equal(spare.went, false);
       await spare.dropped;
@@ -176,7 +179,7 @@ describe('spare execs on real Docker', { skip: tier('docker'), timeout: 300_000 
 
   test('env.exec takes the spare and starts the next; callers that do not opt in never take it', async () => {
     const b = boxes[0];
-    const engine = new DockerEngine(b.project, docker);
+    const engine = new DockerEngine(b.project, docker, state);
     await engine.containers(); // the last-listed hint, as after a thaw
     assert.equal(await spares.prepare(docker, b.project, 'main', b.id), true);
     const first = spares.get(b.id);
@@ -199,7 +202,7 @@ describe('spare execs on real Docker', { skip: tier('docker'), timeout: 300_000 
 
   test('a spare is frozen with its container and used after the thaw', async () => {
     const b = boxes[1];
-    const engine = new DockerEngine(b.project, docker);
+    const engine = new DockerEngine(b.project, docker, state);
     assert.equal(await spares.prepare(docker, b.project, 'main', b.id), true);
     const spare = spares.get(b.id);
     await engine.pause();
@@ -216,7 +219,7 @@ describe('spare execs on real Docker', { skip: tier('docker'), timeout: 300_000 
 
   test('a pause right after an exec waits for the spare it left starting (Docker would deadlock)', async () => {
     const b = boxes[1];
-    const engine = new DockerEngine(b.project, docker);
+    const engine = new DockerEngine(b.project, docker, state);
     for (let n = 0; n < 5; n++) {
       assert.equal(await spares.prepare(docker, b.project, 'main', b.id), true);
       await engine.exec('main', ['true'], { spare: true }); // the next spare starts in the background
@@ -234,7 +237,7 @@ describe('spare execs on real Docker', { skip: tier('docker'), timeout: 300_000 
     const b = await box('dots', BUSYBOX_IMAGE, ['A.B=1'], true);
     boxes.push(b);
     assert.equal(await spares.prepare(docker, b.project, 'main', b.id), false);
-    const r = await new DockerEngine(b.project, docker).exec('main', ['env'], { spare: true });
+    const r = await new DockerEngine(b.project, docker, state).exec('main', ['env'], { spare: true });
     assert.match(r.stdout, /^A\.B=1$/m);
   });
 

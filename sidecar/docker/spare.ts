@@ -284,9 +284,6 @@ export class SpareExecs {
   }
 }
 
-/** The process's spares (the engine's pause and unpause mark them; env.exec takes them). */
-export const spares = new SpareExecs();
-
 /** SVC_EXEC_SPARES: on (default) or off (`0`, `off`, `false`); anything else is refused. */
 export function sparesEnabledFromEnv(env: NodeJS.ProcessEnv = process.env): boolean {
   const raw = (env.SVC_EXEC_SPARES ?? '').trim().toLowerCase();

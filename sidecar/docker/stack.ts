@@ -13,7 +13,7 @@ import { startActive } from './active-health.ts';
 import { type StagedBinds, stageBinds, unstageBinds } from './bind-staging.ts';
 import { type ComposeTool, runCompose } from './compose-tool.ts';
 import { type ProbeOptions, type ProbeReport, verifyEgress } from './egress.ts';
-import { DockerEngine, PROJECT_LABEL } from './engine.ts';
+import { DockerEngine, dockerClient, type EngineState, PROJECT_LABEL } from './engine.ts';
 import { ComposeRunError, DockerError, dockerMessage } from './errors.ts';
 import { type FirewallOptions, isolateBridge, releaseBridge } from './firewall.ts';
 import { diagnose, type WaitOptions, waitHealthy } from './health.ts';
@@ -36,6 +36,8 @@ export interface StackOptions {
   /** volume → dataset directory; needed by `up` (rendering), not by `down`. */
   volumePaths?: Record<string, string>;
   docker?: Docker;
+  /** The sidecar's Docker state, shared by every stack of the process (engine.ts). */
+  engineState: EngineState;
   /** Seconds containers get to stop before SIGKILL. Default 10. */
   stopTimeoutSec?: number;
   /** Host part of endpoints; default the host's primary IPv4 address. */
@@ -69,7 +71,7 @@ export class Stack {
     this.network = networkName(opts.envId);
     this.bridge = bridgeName(opts.envId);
     this.composeFile = join(opts.dir, 'compose.yaml');
-    this.engine = new DockerEngine(this.project, opts.docker);
+    this.engine = new DockerEngine(this.project, opts.docker ?? dockerClient(), opts.engineState);
     this.spec = opts.spec;
     this.tool = opts.tool;
   }

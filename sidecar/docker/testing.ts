@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import type { ServiceRecord } from '../../protocol/spec.ts';
 import type { ComposeFlavor } from './compose-tool.ts';
 import { detectComposeTool } from './compose-tool.ts';
+import { EngineState } from './engine.ts';
 import { Stack, type StackSpec } from './stack.ts';
 
 /** A shell loop that ends promptly on SIGTERM (as pid 1, sh ignores TERM without a trap). */
@@ -64,6 +65,7 @@ export async function testEnv(
     tool: await detectComposeTool(flavor),
     volumePaths: paths,
     stopTimeoutSec: 2,
+    engineState: new EngineState(),
     ...extra,
   });
   made.push({ stack, dir });

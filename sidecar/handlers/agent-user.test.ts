@@ -11,9 +11,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { BUSYBOX_IMAGE, ensureTestImages } from '../../test/support/images.ts';
 import { tier } from '../../test/support/tiers.ts';
-import type { SidecarContext } from '../context.ts';
-import { DockerEngine } from '../docker/engine.ts';
-import { projectName } from '../docker/render.ts';
+import { engineOf, type SidecarContext } from '../context.ts';
 import { svc, testEnvId } from '../docker/testing.ts';
 import { refuseRootProcess } from '../docker/users.ts';
 import { unmountUnder } from '../storage/quota.ts';
@@ -31,7 +29,7 @@ describe('the agent is never root, on real Docker', { skip: tier('docker') }, ()
     const run = commandRunner(ctx, envId, 'agent');
     const services = [svc('main', image, { user }), svc('helper', BUSYBOX_IMAGE)];
     const r = await run('env.create', createPayload(services, 'main'));
-    const containers = await new DockerEngine(projectName(envId), ctx.docker).containers();
+    const containers = await engineOf(ctx, envId).containers();
     return { envId, r, containers, run };
   };
   before(async () => {
@@ -69,7 +67,7 @@ describe('the agent is never root, on real Docker', { skip: tier('docker') }, ()
   test('a non-root name starts; the real uid of each process is what the kernel says', async () => {
     const { envId, r } = await create('agent');
     assert.equal(r.ok, true, r.error);
-    const engine = new DockerEngine(projectName(envId), ctx.docker);
+    const engine = engineOf(ctx, envId);
     assert.equal(await refuseRootProcess(engine, 'main'), 1000);
     // A service left to the image's default user runs as root: the check sees it.
     await assert.rejects(

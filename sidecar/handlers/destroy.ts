@@ -7,7 +7,6 @@ import type { Results } from '../../protocol/commands.ts';
 import { loadSpec, type SidecarContext, stackOf } from '../context.ts';
 import { collectBuildImages, DEFAULT_BUILD_KEEP_MS } from '../docker/build-gc.ts';
 import { projectName } from '../docker/render.ts';
-import { spares } from '../docker/spare.ts';
 import { type CommandContext, forgetEnvCommands } from '../runner.ts';
 import { removeVerifyDirs } from '../verify/collect.ts';
 
@@ -24,7 +23,7 @@ export async function envDestroy(
   }
   // Down works from labels when the spec is gone (a half-created environment after a crash).
   const spec = (await loadSpec(ctx, cmd.envId)) ?? { services: [], volumes: [], egress: 'deny' as const };
-  spares.dropProject(projectName(cmd.envId));
+  ctx.engineState.spares.dropProject(projectName(cmd.envId));
   await stackOf(ctx, cmd.envId, spec).down();
   await ctx.storage.destroy(cmd.envId);
   await removeVerifyDirs(ctx, cmd.envId);

@@ -7,9 +7,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { ensureTestImages, PGREDIS_IMAGE } from '../../test/support/images.ts';
 import { tier } from '../../test/support/tiers.ts';
-import type { SidecarContext } from '../context.ts';
-import { DockerEngine } from '../docker/engine.ts';
-import { projectName } from '../docker/render.ts';
+import { engineOf, type SidecarContext } from '../context.ts';
 import { svc, testEnvId } from '../docker/testing.ts';
 import type { BtrfsBackend } from '../storage/btrfs.ts';
 import { groupId, qgroupChildren } from '../storage/btrfs-quota.ts';
@@ -36,7 +34,7 @@ describe('a container makes a btrfs subvolume in its volume: still inside the en
   const envId = testEnvId('nest');
   let scratch: Scratch;
   let ctx: SidecarContext;
-  const engine = () => new DockerEngine(projectName(envId), ctx.docker);
+  const engine = () => engineOf(ctx, envId);
   const sh = async (script: string, user = '1000:1000') => {
     const r = await engine().exec('app', ['sh', '-c', script], { user });
     return `${r.stdout}${r.stderr}rc=${r.exit_code}`;

@@ -6,9 +6,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { BUSYBOX_IMAGE, ensureTestImages } from '../../test/support/images.ts';
 import { tier } from '../../test/support/tiers.ts';
-import type { SidecarContext } from '../context.ts';
-import { DockerEngine } from '../docker/engine.ts';
-import { projectName } from '../docker/render.ts';
+import { engineOf, type SidecarContext } from '../context.ts';
 import { svc, testEnvId } from '../docker/testing.ts';
 import { groupId, qgroupChildren } from '../storage/btrfs-quota.ts';
 import { run as exec } from '../storage/exec.ts';
@@ -54,7 +52,7 @@ for (const backend of backends) {
     };
     const dd = async (env: string, path: string, mb: number) =>
       (
-        await new DockerEngine(projectName(env), ctx.docker).exec('app', [
+        await engineOf(ctx, env).exec('app', [
           'sh',
           '-c',
           `dd if=/dev/zero of=${path} bs=1M count=${mb} 2>&1 && sync; echo rc=$?`,
@@ -86,7 +84,7 @@ for (const backend of backends) {
       const second = await dd(envId, '/db/f', SHARE_MB);
       assert.match(second, /Disk quota exceeded|No space left on device/, second);
       assert.doesNotMatch(second, /rc=0/);
-      const rm = await new DockerEngine(projectName(envId), ctx.docker).exec('app', ['rm', '/db/f']);
+      const rm = await engineOf(ctx, envId).exec('app', ['rm', '/db/f']);
       assert.equal(rm.exit_code, 0, rm.stderr);
       assert.match(await dd(envId, '/db/f', 1), /rc=0/, 'no room once the refused write is removed');
 

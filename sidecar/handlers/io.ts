@@ -7,10 +7,8 @@ import {
   MAX_ARCHIVE_BYTES,
   type Results,
 } from '../../protocol/commands.ts';
-import type { SidecarContext } from '../context.ts';
-import { DockerEngine } from '../docker/engine.ts';
+import { engineOf, type SidecarContext } from '../context.ts';
 import { ExecTimeout } from '../docker/errors.ts';
-import { projectName } from '../docker/render.ts';
 import { rewriteUpload } from '../docker/upload.ts';
 import { resolveUser } from '../docker/users.ts';
 import type { CommandContext } from '../runner.ts';
@@ -18,8 +16,6 @@ import type { CommandContext } from '../runner.ts';
 /** Archives up to this size are returned inline; larger ones are uploaded (frames are 16 MiB). */
 export const INLINE_ARCHIVE_BYTES = 8 * 1024 * 1024;
 export const TIMEOUT_EXIT_CODE = 124;
-
-const engineOf = (ctx: SidecarContext, envId: string) => new DockerEngine(projectName(envId), ctx.docker);
 
 export async function envExec(
   ctx: SidecarContext,

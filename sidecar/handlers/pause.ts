@@ -6,7 +6,7 @@ import type { Results } from '../../protocol/commands.ts';
 import { settledWithin } from '../../shared/concurrency.ts';
 import { requireSpec, type SidecarContext, stackOf } from '../context.ts';
 import type { DockerEngine, ServiceContainer } from '../docker/engine.ts';
-import { SPARE_READY_WAIT_MS, spares } from '../docker/spare.ts';
+import { SPARE_READY_WAIT_MS } from '../docker/spare.ts';
 import type { CommandContext } from '../runner.ts';
 
 export async function envPause(
@@ -41,5 +41,5 @@ export async function primeSpare(
   if (!service) return false;
   const list = running ?? (await engine.containers());
   const target = list.find((c) => c.service === service && c.state === 'running');
-  return target ? spares.prepare(engine.docker, engine.project, target.service, target.id) : false;
+  return target ? engine.spares.prepare(engine.docker, engine.project, target.service, target.id) : false;
 }

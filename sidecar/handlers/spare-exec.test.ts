@@ -10,10 +10,8 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { BUSYBOX_IMAGE, ensureTestImages } from '../../test/support/images.ts';
 import { tier } from '../../test/support/tiers.ts';
-import type { SidecarContext } from '../context.ts';
-import { DockerEngine } from '../docker/engine.ts';
+import { engineOf, type SidecarContext } from '../context.ts';
 import { projectName } from '../docker/render.ts';
-import { spares } from '../docker/spare.ts';
 import { svc, testEnvId } from '../docker/testing.ts';
 import { unmountUnder } from '../storage/quota.ts';
 import { commandRunner, createPayload, testContext } from './testing.ts';
@@ -40,7 +38,7 @@ describe('spare execs through env.pause, env.exec and verify', {
       ),
     );
     assert.equal(r.ok, true, r.error);
-    const all = await new DockerEngine(projectName(envId), ctx.docker).containers();
+    const all = await engineOf(ctx, envId).containers();
     mainId = all.find((c) => c.service === 'main')?.id ?? '';
     assert.ok(mainId);
   });
@@ -51,13 +49,13 @@ describe('spare execs through env.pause, env.exec and verify', {
   });
 
   test('env.pause leaves the agent a frozen spare; the first exec after env.unpause runs on it', async () => {
-    assert.equal(spares.get(mainId), undefined, 'a create makes no spare');
+    assert.equal(ctx.engineState.spares.get(mainId), undefined, 'a create makes no spare');
     const paused = await run('env.pause', {});
     assert.equal(paused.ok, true, paused.error);
     assert.deepEqual([...(paused.payload as { services: string[] }).services].sort(), ['helper', 'main']);
-    const spare = spares.get(mainId);
+    const spare = ctx.engineState.spares.get(mainId);
     assert.equal(spare?.state, 'ready');
-    assert.equal(spares.isFrozen(mainId), true);
+    assert.equal(ctx.engineState.spares.isFrozen(mainId), true);
     const refused = await run('env.exec', { service: 'main', cmd: ['true'] });
     assert.equal(refused.ok, false);
     assert.match(refused.error ?? '', /paused/);
@@ -67,7 +65,7 @@ describe('spare execs through env.pause, env.exec and verify', {
     const r = await run('env.exec', { service: 'main', cmd: ['sh', '-c', 'id -u; echo err >&2; exit 3'] });
     assert.deepEqual(r.payload, { exit_code: 3, stdout: '1000\n', stderr: 'err\n' });
     assert.equal(spare?.went, true, 'the exec ran on the spare');
-    const next = spares.get(mainId);
+    const next = ctx.engineState.spares.get(mainId);
     assert.ok(next && next !== spare);
     assert.equal(await next.ready, true);
     const again = await run('env.exec', { service: 'main', cmd: ['echo', 'loop'] });
@@ -76,8 +74,8 @@ describe('spare execs through env.pause, env.exec and verify', {
   });
 
   test('a command on a spare that times out is env.exec 124 with its partial output', async () => {
-    assert.equal(await spares.prepare(ctx.docker, projectName(envId), 'main', mainId), true);
-    const spare = spares.get(mainId);
+    assert.equal(await ctx.engineState.spares.prepare(ctx.docker, projectName(envId), 'main', mainId), true);
+    const spare = ctx.engineState.spares.get(mainId);
     const r = await run('env.exec', {
       service: 'main',
       cmd: ['sh', '-c', 'echo partial; echo e >&2; sleep 600'],
@@ -91,35 +89,35 @@ describe('spare execs through env.pause, env.exec and verify', {
   });
 
   test('verify.collect freezes the agent without ever taking its spare', async () => {
-    assert.equal(await spares.prepare(ctx.docker, projectName(envId), 'main', mainId), true);
-    const spare = spares.get(mainId);
+    assert.equal(await ctx.engineState.spares.prepare(ctx.docker, projectName(envId), 'main', mainId), true);
+    const spare = ctx.engineState.spares.get(mainId);
     const r = await run('verify.collect', { id: 'dep_sparecheck', agent_service: 'main', collect: ['/tmp'] });
     assert.equal(r.ok, true, r.error);
     assert.equal(spare?.went, false);
-    assert.equal(spares.get(mainId), spare);
+    assert.equal(ctx.engineState.spares.get(mainId), spare);
     assert.equal((await run('env.unpause', {})).ok, true);
   });
 
   test('env.snapshot leaves the first service a spare for the health phase’s command after the thaw', async () => {
-    const all = await new DockerEngine(projectName(envId), ctx.docker).containers();
+    const all = await engineOf(ctx, envId).containers();
     const helperId = all.find((c) => c.service === 'helper')?.id ?? '';
-    spares.get(helperId)?.drop();
+    ctx.engineState.spares.get(helperId)?.drop();
     const snap = await run('env.snapshot', { name: 'spare-snap' });
     assert.equal(snap.ok, true, snap.error);
-    const spare = spares.get(helperId);
+    const spare = ctx.engineState.spares.get(helperId);
     assert.equal(spare?.state, 'ready', 'started while the databases checkpoint, thawed with the stack');
-    assert.equal(spares.isFrozen(helperId), false);
+    assert.equal(ctx.engineState.spares.isFrozen(helperId), false);
     const r = await run('env.exec', { service: 'helper', cmd: ['true'] });
     assert.deepEqual(r.payload, { exit_code: 0, stdout: '', stderr: '' });
     assert.equal(spare?.went, true, 'the snapshot deployment’s health command ran on it');
   });
 
   test('env.destroy drops the spares of the environment', async () => {
-    assert.equal(await spares.prepare(ctx.docker, projectName(envId), 'main', mainId), true);
-    const spare = spares.get(mainId);
+    assert.equal(await ctx.engineState.spares.prepare(ctx.docker, projectName(envId), 'main', mainId), true);
+    const spare = ctx.engineState.spares.get(mainId);
     assert.equal((await run('env.destroy', {})).ok, true);
     await spare?.dropped;
-    assert.equal(spares.get(mainId), undefined);
-    assert.equal(spares.size, 0);
+    assert.equal(ctx.engineState.spares.get(mainId), undefined);
+    assert.equal(ctx.engineState.spares.size, 0);
   });
 });

@@ -6,7 +6,7 @@ import { type Frame, frame } from '../../protocol/frames.ts';
 import type { ServiceRecord } from '../../protocol/spec.ts';
 import type { SidecarContext } from '../context.ts';
 import { detectComposeTool } from '../docker/compose-tool.ts';
-import { dockerClient } from '../docker/engine.ts';
+import { dockerClient, EngineState } from '../docker/engine.ts';
 import { Runner } from '../runner.ts';
 import { openStorage } from '../storage/index.ts';
 import { handlers } from './index.ts';
@@ -17,6 +17,7 @@ export async function testContext(dataDir: string): Promise<SidecarContext> {
     storage: await openStorage({ dataDir }),
     tool: await detectComposeTool('v2'),
     docker: dockerClient(),
+    engineState: new EngineState(),
     probe: {},
     log: () => {},
     readers: new Map(),

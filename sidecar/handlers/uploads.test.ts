@@ -11,9 +11,7 @@ import { pack } from 'tar-stream';
 import { MAX_UPLOAD_EXPANDED_BYTES } from '../../protocol/uploads.ts';
 import { BUSYBOX_IMAGE, ensureTestImages } from '../../test/support/images.ts';
 import { tier } from '../../test/support/tiers.ts';
-import type { SidecarContext } from '../context.ts';
-import { DockerEngine } from '../docker/engine.ts';
-import { projectName } from '../docker/render.ts';
+import { engineOf, type SidecarContext } from '../context.ts';
 import { svc, testEnvId } from '../docker/testing.ts';
 import { unmountUnder } from '../storage/quota.ts';
 import { commandRunner, testContext } from './testing.ts';
@@ -50,7 +48,7 @@ describe('uploads are rewritten before extraction, on real Docker', { skip: tier
   const put = (data: Buffer, path = '/work/in') =>
     run('env.put', { service: 'main', path, tar_b64: data.toString('base64') });
   const sh = async (script: string) =>
-    (await new DockerEngine(projectName(envId), ctx.docker).exec('main', ['sh', '-c', script])).stdout.trim();
+    (await engineOf(ctx, envId).exec('main', ['sh', '-c', script])).stdout.trim();
 
   before(async () => {
     await ensureTestImages();

@@ -21,9 +21,7 @@ import type { ServiceRecord } from '../../protocol/spec.ts';
 import { sleep } from '../../shared/concurrency.ts';
 import { BUSYBOX_IMAGE, ensureTestImages } from '../../test/support/images.ts';
 import { tier } from '../../test/support/tiers.ts';
-import { type SidecarContext, saveSpec, stackOf } from '../context.ts';
-import { DockerEngine } from '../docker/engine.ts';
-import { projectName } from '../docker/render.ts';
+import { engineOf, type SidecarContext, saveSpec, stackOf } from '../context.ts';
 import { svc, testEnvId } from '../docker/testing.ts';
 import { commandRunner, testContext } from '../handlers/testing.ts';
 import { unmountUnder } from '../storage/quota.ts';
@@ -72,7 +70,7 @@ describe('verify.collect races a swapping sibling on real Docker', { skip: tier(
   });
 
   test('200 collects: the copy holds only the agent files or is refused, never a host byte', async () => {
-    const engine = new DockerEngine(projectName(envId), ctx.docker);
+    const engine = engineOf(ctx, envId);
     const outcomes = { copied: 0, refused: 0, missing: 0 };
     for (let round = 0; round < 200; round++) {
       const r = await run('verify.collect', {

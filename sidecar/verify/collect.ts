@@ -10,9 +10,8 @@ import { appendFile, chmod, mkdir, readdir, readFile, rm } from 'node:fs/promise
 import { join } from 'node:path';
 import type { Results } from '../../protocol/commands.ts';
 import { sleep } from '../../shared/concurrency.ts';
-import { requireSpec, type SidecarContext } from '../context.ts';
-import { DockerEngine } from '../docker/engine.ts';
-import { projectName } from '../docker/render.ts';
+import { engineOf, requireSpec, type SidecarContext } from '../context.ts';
+import type { DockerEngine } from '../docker/engine.ts';
 import { PayloadError } from '../payload.ts';
 import type { CommandContext } from '../runner.ts';
 import { copyDeclared } from './copy.ts';
@@ -62,7 +61,7 @@ export async function verifyCollect(
   const { id, agent_service: agent } = cmd.payload;
   const paths = outermost(cmd.payload.collect);
   await requireSpec(ctx, cmd.envId);
-  const engine = new DockerEngine(projectName(cmd.envId), ctx.docker);
+  const engine = engineOf(ctx, cmd.envId);
   await engine.find(agent);
   cmd.progress(`freezing the stack (agent service ${agent})`);
   const frozen = await engine.pause();

@@ -9,11 +9,10 @@ import type Docker from 'dockerode';
 import type { Results } from '../../protocol/commands.ts';
 import { DEFAULT_RESOURCES } from '../../protocol/spec.ts';
 import { settledWithin } from '../../shared/concurrency.ts';
-import { requireSpec, type SidecarContext } from '../context.ts';
-import { DockerEngine } from '../docker/engine.ts';
+import { engineOf, requireSpec, type SidecarContext } from '../context.ts';
 import { dockerMessage, statusCode } from '../docker/errors.ts';
 import { demuxAll } from '../docker/mux.ts';
-import { networkName, projectName } from '../docker/render.ts';
+import { networkName } from '../docker/render.ts';
 import type { CommandContext } from '../runner.ts';
 import { verifyDir } from './collect.ts';
 import { parseOutput } from './parsers.ts';
@@ -109,9 +108,7 @@ export async function verifyRun(
     };
   } else {
     cmd.progress(`grading inside service ${verifier.service}`);
-    const info = await new DockerEngine(projectName(cmd.envId), ctx.docker).inspect(
-      verifier.service as string,
-    );
+    const info = await engineOf(ctx, cmd.envId).inspect(verifier.service as string);
     opts = {
       Image: info.Image,
       User: '0',
