@@ -75,6 +75,17 @@ export function idFloor(prefix: string, ms: number): string {
   return `${prefix}${timePart(Math.max(0, ms))}`;
 }
 
+/**
+ * A random suffix that keeps a name apart from its siblings (a pool member's `pool-<suffix>`, a
+ * grader's `-verify-<suffix>`, a temp file beside its target): `chars` lowercase hex digits. Not
+ * a secret, and not an id: ids come from `newId`.
+ */
+export function nameSuffix(chars = 8): string {
+  return randomBytes(Math.ceil(chars / 2))
+    .toString('hex')
+    .slice(0, chars);
+}
+
 /** A bearer secret: prefix + 43 chars of base64url (256 random bits). */
 export function newSecret(prefix: string): string {
   return `${prefix}${randomBytes(32).toString('base64url')}`;

@@ -9,6 +9,7 @@ import {
   KeyedQueue,
   QUEUE_WAIT_CHANNEL,
   retry,
+  retryFailures,
   settledWithin,
   sleep,
   untilAborted,
@@ -225,4 +226,42 @@ test('retry calls again after AGAIN, returns the first value, and stops on a thr
   const r = retry(async () => AGAIN, { delayMs: 60_000, signal: ac.signal });
   ac.abort(new Error('stopped'));
   await assert.rejects(r, /stopped/);
+});
+
+test('retryFailures tries again while `when` passes, at most `attempts` times, and throws the rest at once', async () => {
+  const seen: number[] = [];
+  const v = await retryFailures(
+    async (n) => {
+      seen.push(n);
+      if (n < 2) throw new Error('busy');
+      return 'done';
+    },
+    { attempts: 3, when: (err) => err.message === 'busy', backoff: { baseMs: 1, capMs: 2, jitter: 0.5 } },
+  );
+  assert.equal(v, 'done');
+  assert.deepEqual(seen, [0, 1, 2]);
+  let tries = 0;
+  await assert.rejects(
+    retryFailures(
+      async () => {
+        tries++;
+        throw new Error('busy');
+      },
+      { attempts: 4, when: () => true },
+    ),
+    /busy/,
+  );
+  assert.equal(tries, 4, 'the bound holds');
+  tries = 0;
+  await assert.rejects(
+    retryFailures(
+      async () => {
+        tries++;
+        throw new Error('final');
+      },
+      { attempts: 4, when: async (err) => err.message === 'busy' },
+    ),
+    /final/,
+  );
+  assert.equal(tries, 1, 'a failure `when` refuses is not tried again');
 });

@@ -210,3 +210,31 @@ export async function retry<T>(
     await sleep(typeof o.delayMs === 'number' ? o.delayMs : o.delayMs(n), o.signal);
   }
 }
+
+export interface RetryFailuresOptions {
+  /** Tries at most this many times; the last failure is thrown. */
+  attempts: number;
+  /** Whether failure `err` of attempt `n` is worth another try (anything else is thrown at once). */
+  when: (err: Error, n: number) => boolean | Promise<boolean>;
+  /** The waits between tries (none: tried again at once). */
+  backoff?: Backoff;
+  signal?: AbortSignal;
+}
+
+/**
+ * Calls `fn(0)`, `fn(1)`, ... until one resolves, while its failures are ones `when` says pass:
+ * the one loop for "try again after a transient failure", with its bound and jitter.
+ */
+export function retryFailures<T>(fn: (n: number) => Promise<T>, o: RetryFailuresOptions): Promise<T> {
+  return retry<T>(
+    async (n) => {
+      try {
+        return await fn(n);
+      } catch (err) {
+        if (n + 1 >= o.attempts || !(await o.when(err as Error, n))) throw err;
+        return AGAIN;
+      }
+    },
+    { delayMs: (n) => (o.backoff ? backoff(n, o.backoff) : 0), signal: o.signal },
+  );
+}

@@ -5,11 +5,12 @@
 // tar.gz, whose entries sit under one top-level directory (`owner-repo-<short sha>/`). The
 // archive is streamed to disk under the upload limit (512 MiB) and a deadline, the top-level
 // directory is stripped, and the result is stored as an upload of the project's team.
-import { randomBytes } from 'node:crypto';
+
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import type { ReadableStream as WebReadable } from 'node:stream/web';
+import { nameSuffix } from '../../protocol/ids.ts';
 import type { UploadLimits } from '../config/config.ts';
 import type { Db } from '../db/types.ts';
 import { SvcError, TooLarge, Upstream } from '../errors.ts';
@@ -88,7 +89,7 @@ export async function repositoryContext(
   limits?: UploadLimits,
 ): Promise<Upload> {
   await mkdir(uploadsDir, { recursive: true, mode: 0o700 });
-  const tmp = join(uploadsDir, `repo-${randomBytes(8).toString('hex')}.download`);
+  const tmp = join(uploadsDir, `repo-${nameSuffix(16)}.download`);
   try {
     const body = await archiveResponse(gh, c.installationId, c.repo, c.sha);
     await receive(Readable.fromWeb(body as WebReadable), tmp, MAX_UPLOAD_BYTES).catch((err: Error) => {

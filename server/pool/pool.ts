@@ -9,7 +9,8 @@
 // - A background refill (every second, and at once after a change or claim) forks what is
 //   missing, marks members ready when their fork succeeded, drops failed ones, and destroys every
 //   member, and the pool, of a version that is no longer its environment's current one.
-import { randomBytes } from 'node:crypto';
+import { nameSuffix } from '../../protocol/ids.ts';
+import { retryFailures } from '../../shared/concurrency.ts';
 import type { AppContext } from '../context.ts';
 import { getDeployment } from '../deployments/store.ts';
 import { checkEnvName, destroy, forkVersion, freeName } from '../envs/lifecycle.ts';
@@ -147,17 +148,11 @@ export class WarmPool {
 
   /** Gives the claimed member its name; a default name taken by a concurrent sandbox is drawn again. */
   async #rename(projectId: string, envId: string, name?: string): Promise<void> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await envStore.renameEnv(
-          this.#ctx.db,
-          envId,
-          name ?? (await freeName(this.#ctx.db, projectId, 'sbx-')),
-        );
-      } catch (err) {
-        if (name !== undefined || attempt >= 10) throw err;
-      }
-    }
+    await retryFailures(
+      async () =>
+        envStore.renameEnv(this.#ctx.db, envId, name ?? (await freeName(this.#ctx.db, projectId, 'sbx-'))),
+      { attempts: 10, when: () => name === undefined },
+    );
   }
 
   async #command(
@@ -215,7 +210,7 @@ export class WarmPool {
     }
     members = await store.listMembers(db, v.ID);
     for (let n = members.length; n < pool.size; n++) {
-      const started = await forkVersion(db, engine, caller, v, `pool-${randomBytes(5).toString('hex')}`);
+      const started = await forkVersion(db, engine, caller, v, `pool-${nameSuffix(10)}`);
       await store.insertMember(db, {
         envId: started.environment.ID,
         versionId: v.ID,

@@ -14,7 +14,7 @@
 // Rules are added before the stack starts (iptables accepts names of interfaces that do not
 // exist yet), so there is no moment in which a container could reach the host or another stack.
 import { execFile } from 'node:child_process';
-import { AGAIN, retry } from '../../shared/concurrency.ts';
+import { retryFailures } from '../../shared/concurrency.ts';
 import { FirewallError } from './errors.ts';
 
 export const ISOLATION_CHAIN = 'SVC-ISOLATION';
@@ -236,18 +236,11 @@ async function ensureJump(program: string, hook: Hook, chain: string): Promise<v
 
 /** A concurrent prune or release may change the chain between our read and our batch: read again. */
 async function retried(step: () => Promise<void>): Promise<void> {
-  await retry(
-    async (n) => {
-      try {
-        await step();
-        return undefined;
-      } catch (err) {
-        if (n >= 4) throw err;
-        return AGAIN;
-      }
-    },
-    { delayMs: (n) => 50 * (n + 1) },
-  );
+  await retryFailures(step, {
+    attempts: 5,
+    when: () => true,
+    backoff: { baseMs: 50, capMs: 400, jitter: 0.25 },
+  });
 }
 
 /** Drops everything the bridge sends to the host except replies. Idempotent. */

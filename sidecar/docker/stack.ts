@@ -1,14 +1,12 @@
 // One environment's compose stack: render, up (with health wait), stop/start, down, and what the
 // env.create result reports about it (endpoints, digests). Deny stacks get their host firewall
 // rules before any container exists and lose them only after every container is gone.
-import { randomInt } from 'node:crypto';
 import { mkdir, rename, writeFile } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import type Docker from 'dockerode';
 import { CONTEXT_VOLUME, type Egress, type ServiceRecord } from '../../protocol/spec.ts';
-import { AGAIN, retry } from '../../shared/concurrency.ts';
+import { AGAIN, retry, retryFailures } from '../../shared/concurrency.ts';
 import { startActive } from './active-health.ts';
 import { type StagedBinds, stageBinds, unstageBinds } from './bind-staging.ts';
 import { type ComposeTool, runCompose } from './compose-tool.ts';
@@ -158,19 +156,23 @@ export class Stack {
    * (Docker: "Pool overlaps"), the allocation is dropped and made again, now seeing that network.
    */
   private async createContainers(args: string[], timeoutMs: number): Promise<void> {
-    for (let attempt = 1; ; attempt++) {
-      try {
+    const { subnets } = this.opts;
+    await retryFailures(
+      async (n) => {
+        if (n > 0) await this.write();
         await this.compose(args, timeoutMs);
-        return;
-      } catch (err) {
-        const overlap = err instanceof ComposeRunError && /overlaps/i.test(err.stderr);
-        if (!overlap || !this.opts.subnets || attempt >= 5) throw err;
-        await this.opts.subnets.release(this.envId);
+      },
+      {
+        attempts: 5,
+        when: async (err) => {
+          if (!subnets || !(err instanceof ComposeRunError && /overlaps/i.test(err.stderr))) return false;
+          await subnets.release(this.envId);
+          return true;
+        },
         // Jitter, so two sidecars that just collided do not rescan in step.
-        await sleep(randomInt(50, 250) * attempt);
-        await this.write();
-      }
-    }
+        backoff: { baseMs: 50, capMs: 1000, jitter: 4 },
+      },
+    );
   }
 
   /**

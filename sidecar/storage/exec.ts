@@ -2,7 +2,7 @@
 // execFile (no shell, so names can never be interpreted) and fail with their stderr.
 import { execFile } from 'node:child_process';
 import { lstat, open } from 'node:fs/promises';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { type Backoff, retryFailures } from '../../shared/concurrency.ts';
 import { CommandFailed } from './errors.ts';
 
 /** Runs `cmd args…` and returns its stdout; throws CommandFailed carrying stderr. */
@@ -25,21 +25,12 @@ export function run(cmd: string, args: string[], timeoutMs = 15 * 60_000): Promi
   });
 }
 
+/** The waits between tries at a busy dataset: from 100 ms, doubling up to 1 s. */
+export const BUSY_BACKOFF: Backoff = { baseMs: 100, capMs: 1000, jitter: 0.25 };
+
 /** Retries `fn` while `when(err)` says the failure is transient (zfs-fuse's "dataset is busy"). */
-export async function retry<T>(
-  fn: () => Promise<T>,
-  when: (err: Error) => boolean,
-  attempts = 20,
-  delayMs = 100,
-): Promise<T> {
-  for (let i = 1; ; i++) {
-    try {
-      return await fn();
-    } catch (err) {
-      if (i >= attempts || !when(err as Error)) throw err;
-      await sleep(Math.min(delayMs * i, 1000));
-    }
-  }
+export function retry<T>(fn: () => Promise<T>, when: (err: Error) => boolean, attempts = 20): Promise<T> {
+  return retryFailures(fn, { attempts, when, backoff: BUSY_BACKOFF });
 }
 
 export async function exists(path: string): Promise<boolean> {

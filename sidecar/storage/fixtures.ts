@@ -2,12 +2,14 @@
 // loop devices, a zfs-fuse pool on a file vdev. Each needs root and kernel or daemon support; when
 // one is missing, `fsTier` returns a loud skip reason (node:test `skip`), and with the tier named
 // in SVC_REQUIRE_TIERS it throws instead, so CI can not pass by skipping.
+
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { lstat, mkdir, mkdtemp, readdir, rm, stat, truncate, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { nameSuffix } from '../../protocol/ids.ts';
 import { run } from './exec.ts';
 import { unmountUnder } from './mounts.ts';
 
@@ -177,7 +179,7 @@ export async function zfsPool(sizeMb: number): Promise<Scratch> {
     const image = join(base, 'vdev');
     await writeFile(image, '');
     await truncate(image, sizeMb * 1024 * 1024);
-    const pool = `svct${process.pid}${Math.random().toString(36).slice(2, 6)}`;
+    const pool = `svct${process.pid}${nameSuffix(4)}`;
     await run('zpool', ['create', '-m', 'none', pool, image]);
     undo.push(() => destroyPool(pool));
     const dir = join(base, 'data');

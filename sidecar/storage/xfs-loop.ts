@@ -10,7 +10,7 @@
 //   <data>/envs -> .xfs/mnt/envs, <data>/snaps -> .xfs/mnt/snaps
 //
 // After a restart the mount is reused; after a reboot the image is attached and mounted again.
-import { randomBytes } from 'node:crypto';
+
 import {
   lstat,
   mkdir,
@@ -25,6 +25,7 @@ import {
   writeFile,
 } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
+import { nameSuffix } from '../../protocol/ids.ts';
 import { sleep } from '../../shared/concurrency.ts';
 import { StorageError } from './errors.ts';
 import { exists, run } from './exec.ts';
@@ -60,7 +61,7 @@ export interface XfsLoop {
 /** True when `dir`'s file system makes reflink copies (XFS reflink=1, btrfs, bcachefs). */
 export async function canClone(dir: string): Promise<boolean> {
   await mkdir(dir, { recursive: true });
-  const probe = join(dir, `.clone-probe-${randomBytes(4).toString('hex')}`);
+  const probe = join(dir, `.clone-probe-${nameSuffix(8)}`);
   try {
     await writeFile(probe, 'probe');
     await run('cp', ['--reflink=always', probe, `${probe}.copy`]);

@@ -23,8 +23,9 @@
 // every volume, clone and rollback dataset is inside the env's one limit, and so is the history
 // its versions keep. A fork is a clone: what it shares with its origin is charged to the origin,
 // the fork's own quota counts what it writes (and its own versions).
-import { randomBytes } from 'node:crypto';
+
 import { rm } from 'node:fs/promises';
+import { nameSuffix } from '../../protocol/ids.ts';
 import { StorageError, UnknownSnapshot } from './errors.ts';
 import type { Layout } from './layout.ts';
 import { checkCloneTarget, checkName, checkVolumes } from './names.ts';
@@ -286,7 +287,7 @@ export class ZfsBackend implements StorageBackend {
     await ensureContainer(`${this.envDs(envId)}/old`);
     await ensureContainer(this.oldDs(envId, volume));
     await zfs(['set', 'mountpoint=none', dataset]);
-    const id = `${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
+    const id = `${Date.now().toString(36)}${nameSuffix(6)}`;
     const retired = `${this.oldDs(envId, volume)}/${id}`;
     await zRename(dataset, retired);
     // No snapshot means no clone can depend on it, so this can never take a fork with it.

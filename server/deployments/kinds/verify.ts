@@ -3,8 +3,9 @@
 // the grader fork is destroyed in the verdict. The agent environment keeps its current version.
 // A refused submission grades 0 at once: no snapshot, no grader fork (issue 17: each refused
 // verify cost a capture and a fork for nothing); those phases are skipped with the reason.
-import { randomBytes } from 'node:crypto';
+
 import { type Static, type TSchema, Type } from '@sinclair/typebox';
+import { nameSuffix } from '../../../protocol/ids.ts';
 import { diskLimitMb, type EnvSpec, verifierForStep } from '../../../protocol/spec.ts';
 import { getVersion, insertEnv, markVersionHealthy, updateEnv } from '../../envs/store.ts';
 import { defineKind, type PhaseContext, Skip } from '../engine.ts';
@@ -92,7 +93,7 @@ async function clone(ctx: Ctx) {
   const grader = await insertEnv(ctx.deps.db, {
     projectId: env.ProjectID,
     teamId: ctx.dep.TeamID,
-    name: `${env.Name}-verify-${randomBytes(3).toString('hex')}`,
+    name: `${env.Name}-verify-${nameSuffix(6)}`,
     stage: 'verify',
     hostId: env.HostID,
     parentVersionId: ctx.dep.VersionID,
