@@ -2,9 +2,10 @@
 // the credential is SVC_API_KEY, else the config file's api_key, and the file is read only when
 // SVC_API_KEY is unset; the server is SVC_SERVER, then the file's server, then localhost:8080.
 // The file is $XDG_CONFIG_HOME/svc/config.json or ~/.config/svc/config.json, mode 0600.
-import { chmodSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { writeFileAtomicSync } from '../shared/atomic-file.ts';
 import { CliError } from './errors.ts';
 
 export const DEFAULT_SERVER = 'http://localhost:8080';
@@ -88,9 +89,6 @@ export function writeConfigFile(path: string, data: ConfigFile): void {
   const dir = dirname(path);
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   chmodSync(dir, 0o700);
-  const tmp = `${path}.${process.pid}.tmp`;
-  writeFileSync(tmp, `${JSON.stringify(data, null, 2)}\n`, { mode: 0o600 });
-  // The umask may have narrowed the mode; make sure it is exactly 0600 before it is in place.
-  chmodSync(tmp, 0o600);
-  renameSync(tmp, path);
+  // Exactly 0600 (whatever the umask) before it is in place.
+  writeFileAtomicSync(path, `${JSON.stringify(data, null, 2)}\n`, { mode: 0o600 });
 }

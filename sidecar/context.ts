@@ -2,10 +2,11 @@
 // tool, the Docker client and the egress probe settings. Also the per-environment files:
 // spec.json (what runs now) and versions/<snapshot>.json (what ran when a snapshot was taken,
 // so a rollback re-renders the stack that matches the restored data, even after a restart).
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type Docker from 'dockerode';
 import type { Egress, ServiceRecord } from '../protocol/spec.ts';
+import { writeFileAtomic } from '../shared/atomic-file.ts';
 import { stagingDir } from './docker/bind-staging.ts';
 import type { ComposeTool } from './docker/compose-tool.ts';
 import type { ProbeOptions } from './docker/egress.ts';
@@ -68,9 +69,7 @@ const versionPath = (ctx: SidecarContext, envId: string, snapshot: string) =>
 
 async function writeJson(path: string, value: unknown): Promise<void> {
   await mkdir(join(path, '..'), { recursive: true });
-  const tmp = `${path}.tmp`;
-  await writeFile(tmp, JSON.stringify(value, null, 2));
-  await rename(tmp, path);
+  await writeFileAtomic(path, JSON.stringify(value, null, 2));
 }
 
 async function readJson<T>(path: string): Promise<T | null> {

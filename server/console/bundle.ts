@@ -3,8 +3,9 @@
 // package's `prepare`) and again by the server at start-up when the sources are newer than the
 // build, so `npm ci` then `npx svc-server --dev` or `npm test` always serve the current console.
 // The build output is never committed (.gitignore).
-import { mkdirSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
+import { writeFileAtomicSync } from '../../shared/atomic-file.ts';
 
 export const CONSOLE_ROOT = resolve(import.meta.dirname, '../../console');
 export const CONSOLE_SRC = join(CONSOLE_ROOT, 'src');
@@ -96,9 +97,7 @@ export async function buildConsole(): Promise<string[]> {
   const style = names.find((n) => n.endsWith('.css'));
   if (!script || !style) throw new Error(`console build produced ${names.join(', ')}`);
   // Written last: its time stamp says the build is complete (consoleStale).
-  const tmp = join(CONSOLE_DIST, `.index-${process.pid}.html`);
-  writeFileSync(tmp, indexHtml(script, style));
-  renameSync(tmp, join(CONSOLE_DIST, 'index.html'));
+  writeFileAtomicSync(join(CONSOLE_DIST, 'index.html'), indexHtml(script, style));
   removeOldAssets(new Set(names));
   return names;
 }

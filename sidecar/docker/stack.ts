@@ -1,11 +1,12 @@
 // One environment's compose stack: render, up (with health wait), stop/start, down, and what the
 // env.create result reports about it (endpoints, digests). Deny stacks get their host firewall
 // rules before any container exists and lose them only after every container is gone.
-import { mkdir, rename, writeFile } from 'node:fs/promises';
+import { mkdir } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import type Docker from 'dockerode';
 import { CONTEXT_VOLUME, type Egress, type ServiceRecord } from '../../protocol/spec.ts';
+import { writeFileAtomic } from '../../shared/atomic-file.ts';
 import { AGAIN, retry, retryFailures } from '../../shared/concurrency.ts';
 import { startActive } from './active-health.ts';
 import { type StagedBinds, stageBinds, unstageBinds } from './bind-staging.ts';
@@ -95,9 +96,7 @@ export class Stack {
       layerQuota: this.opts.layerQuota,
     });
     await mkdir(this.opts.dir, { recursive: true });
-    const tmp = `${this.composeFile}.tmp`;
-    await writeFile(tmp, text);
-    await rename(tmp, this.composeFile);
+    await writeFileAtomic(this.composeFile, text);
     return text;
   }
 

@@ -13,9 +13,10 @@
 // again on the next one (CI, 2026-11-24: "Pool overlaps" five times in a row). The stack retries a
 // collision (stack.ts `createContainers`); random starts make a second one unlikely.
 import { randomInt } from 'node:crypto';
-import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type Docker from 'dockerode';
+import { writeFileAtomic } from '../../shared/atomic-file.ts';
 import { DockerError, dockerMessage } from './errors.ts';
 
 export const DEFAULT_SUBNET_RANGE = '10.213.0.0/16';
@@ -160,9 +161,7 @@ export class SubnetAllocator {
       if (used.some((u) => overlaps(u, candidate))) continue;
       const text = formatCidr(candidate);
       await mkdir(join(this.opts.envsDir, envId), { recursive: true });
-      const tmp = `${this.recordPath(envId)}.tmp`;
-      await writeFile(tmp, `${text}\n`);
-      await rename(tmp, this.recordPath(envId));
+      await writeFileAtomic(this.recordPath(envId), `${text}\n`);
       return text;
     }
     throw new DockerError(
