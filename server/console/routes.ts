@@ -34,9 +34,7 @@ interface Built {
   assets: Map<string, { body: Buffer; type: string }>;
 }
 
-/** Loads console/dist once per process, building it first when the sources are newer. */
-let loading: Promise<Built | { error: string }> | null = null;
-
+/** Loads console/dist, building it first when the sources are newer. */
 async function load(log: FastifyBaseLogger): Promise<Built | { error: string }> {
   if (consoleStale()) {
     try {
@@ -71,7 +69,13 @@ function pageHeaders(reply: import('fastify').FastifyReply): void {
 
 export function consoleRoutes(app: App, ctx: AppContext): void {
   const { config } = ctx;
-  loading ??= load(app.log);
+  // Read once per app, at the first page asked for: the files are the checkout's, the same in
+  // every replica.
+  let loading: Promise<Built | { error: string }> | null = null;
+  const files = () => {
+    loading ??= load(app.log);
+    return loading;
+  };
   const route = { config: { auth: 'none' as const }, schema: { hide: true } };
 
   app.get('/app', route, async (_req, reply) => reply.redirect(CONSOLE_PATH, 308));
@@ -85,7 +89,7 @@ export function consoleRoutes(app: App, ctx: AppContext): void {
   });
 
   app.get<{ Params: { name: string } }>(`${ASSETS_PATH}:name`, route, async (req, reply) => {
-    const built = await loading;
+    const built = await files();
     const file = built && 'assets' in built ? built.assets.get(req.params.name) : undefined;
     if (!file) return reply.code(404).send({ error: `no console file ${req.params.name}` });
     pageHeaders(reply);
@@ -96,7 +100,7 @@ export function consoleRoutes(app: App, ctx: AppContext): void {
   });
 
   app.get('/app/*', route, async (_req, reply) => {
-    const built = await loading;
+    const built = await files();
     pageHeaders(reply);
     reply.header('cache-control', 'no-cache');
     if (!built || 'error' in built) {

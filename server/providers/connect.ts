@@ -8,7 +8,7 @@ import type { AppContext } from '../context.ts';
 import { BadRequest, Upstream } from '../errors.ts';
 import { ensureDriverHost, hostView } from '../hosts/targets.ts';
 import { ProviderError } from './http.ts';
-import { SANDBOX_PROVIDERS } from './index.ts';
+import { sandboxProviders } from './index.ts';
 
 export interface ConnectRequest {
   provider: Provider;
@@ -18,7 +18,8 @@ export interface ConnectRequest {
 }
 
 export async function connectTarget(ctx: AppContext, teamId: string, req: ConnectRequest) {
-  const driver = SANDBOX_PROVIDERS.get(req.provider);
+  // Only `check` is called: it keeps no state, so a fresh provider does.
+  const driver = sandboxProviders().get(req.provider);
   if (!isSandboxProvider(req.provider) || !driver) {
     throw new BadRequest(
       `${req.provider}: targets/connect takes a hosted sandbox provider (sandbox-a or sandbox-b); connect ${req.provider} with POST /v1/clouds`,

@@ -9,13 +9,16 @@ import { DriverHost, type SandboxProvider } from './driver-host.ts';
 import { sandboxA } from './sandbox-a.ts';
 import { sandboxB } from './sandbox-b.ts';
 
-export const SANDBOX_PROVIDERS: ReadonlyMap<string, SandboxProvider> = new Map([
-  ['sandbox-a', sandboxA],
-  ['sandbox-b', sandboxB],
-]);
+/** The hosted sandbox providers by name, made fresh: a driver keeps its own state. */
+export function sandboxProviders(): Map<string, SandboxProvider> {
+  return new Map([
+    ['sandbox-a', sandboxA()],
+    ['sandbox-b', sandboxB],
+  ]);
+}
 
 export function createDrivers(db: Db, box: SecretBox): Map<string, Driver> {
-  return new Map([...SANDBOX_PROVIDERS].map(([name, p]) => [name, new DriverHost(db, box, p)]));
+  return new Map([...sandboxProviders()].map(([name, p]) => [name, new DriverHost(db, box, p)]));
 }
 
 export function createProvisioners(box: SecretBox): Map<string, Provisioner> {

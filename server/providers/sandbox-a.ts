@@ -47,16 +47,31 @@ const api = (c: ProviderCloud) => ({ 'X-API-Key': c.config.token });
  * plane restart the first call extends.
  */
 export const KEEPALIVE = { everyMs: 10 * 60_000 };
-const extended = new Map<string, number>();
 
-async function keepAlive(c: ProviderCloud, st: ProviderState): Promise<void> {
-  if (Date.now() - (extended.get(st.ref) ?? 0) < KEEPALIVE.everyMs) return;
-  await call(NAME, joinUrl(c.api, `/sandboxes/${encodeURIComponent(st.ref)}/connect`), {
-    method: 'POST',
-    headers: api(c),
-    body: { timeout: SANDBOX_TTL_SEC },
-  });
-  extended.set(st.ref, Date.now());
+/**
+ * When this driver last extended each sandbox. Each control plane (each replica) keeps its own:
+ * one that has not extended a sandbox yet does so at its first call, so none is ever let lapse.
+ */
+class Extensions {
+  readonly #at = new Map<string, number>();
+
+  mark(ref: string): void {
+    this.#at.set(ref, Date.now());
+  }
+
+  forget(ref: string): void {
+    this.#at.delete(ref);
+  }
+
+  async keepAlive(c: ProviderCloud, st: ProviderState): Promise<void> {
+    if (Date.now() - (this.#at.get(st.ref) ?? 0) < KEEPALIVE.everyMs) return;
+    await call(NAME, joinUrl(c.api, `/sandboxes/${encodeURIComponent(st.ref)}/connect`), {
+      method: 'POST',
+      headers: api(c),
+      body: { timeout: SANDBOX_TTL_SEC },
+    });
+    this.mark(st.ref);
+  }
 }
 
 /** envd's base address and headers for one sandbox (the SDK's routing; `envd_url` forces it). */
@@ -166,115 +181,120 @@ function sandboxState(s: Sandbox, user: string): Record<string, string> {
   return { token: s.envdAccessToken ?? '', domain: s.domain ?? '', user, template: s.templateID };
 }
 
-export const sandboxA: SandboxProvider = {
-  name: NAME,
+/** The sandbox-a driver; each application context makes its own (see Extensions). */
+export function sandboxA(): SandboxProvider {
+  const extended = new Extensions();
+  const provider: SandboxProvider = {
+    name: NAME,
 
-  async check(c) {
-    const r = await call(NAME, joinUrl(c.api, '/sandboxes'), { headers: api(c) });
-    const list = r.json<unknown[]>();
-    return { api_url: c.api, sandboxes: Array.isArray(list) ? list.length : 0 };
-  },
+    async check(c) {
+      const r = await call(NAME, joinUrl(c.api, '/sandboxes'), { headers: api(c) });
+      const list = r.json<unknown[]>();
+      return { api_url: c.api, sandboxes: Array.isArray(list) ? list.length : 0 };
+    },
 
-  async create(c, envId, s: ServiceRecord, egress: Egress): Promise<Created> {
-    const r = await call(NAME, joinUrl(c.api, '/sandboxes'), {
-      method: 'POST',
-      headers: api(c),
-      body: {
-        templateID: s.image,
-        timeout: SANDBOX_TTL_SEC,
-        envVars: s.env,
-        metadata: { svc_env: envId },
-        secure: true,
-        allow_internet_access: egress === 'allow',
-        autoPause: true,
-      },
-    });
-    const sb = r.json<Sandbox>();
-    if (typeof sb?.sandboxID !== 'string' || !sb.sandboxID)
-      throw new ProviderError(`${NAME}: POST /sandboxes: answer has no sandboxID`, r.status);
-    extended.set(sb.sandboxID, Date.now());
-    const user = /^[a-z_][a-z0-9_-]*$/.test(s.user) ? s.user : 'root';
-    const st = { ref: sb.sandboxID, data: sandboxState(sb, user) } as ProviderState;
-    const argv = serviceArgv(s);
-    if (argv) {
-      // Started detached so the sandbox keeps it running; only its launch is awaited here.
-      const bg = ['/bin/sh', '-c', BACKGROUND, 'svc-command', ...argv];
-      const started = await run(c, st, bg, 60).catch(async (err) => {
-        await sandboxA.destroy(c, st).catch(() => {});
-        throw err;
+    async create(c, envId, s: ServiceRecord, egress: Egress): Promise<Created> {
+      const r = await call(NAME, joinUrl(c.api, '/sandboxes'), {
+        method: 'POST',
+        headers: api(c),
+        body: {
+          templateID: s.image,
+          timeout: SANDBOX_TTL_SEC,
+          envVars: s.env,
+          metadata: { svc_env: envId },
+          secure: true,
+          allow_internet_access: egress === 'allow',
+          autoPause: true,
+        },
       });
-      if (started.exit_code !== 0) {
-        await sandboxA.destroy(c, st).catch(() => {});
-        throw new Error(
-          `${NAME}: the service command did not start: ${started.stderr.trim() || started.exit_code}`,
-        );
+      const sb = r.json<Sandbox>();
+      if (typeof sb?.sandboxID !== 'string' || !sb.sandboxID)
+        throw new ProviderError(`${NAME}: POST /sandboxes: answer has no sandboxID`, r.status);
+      extended.mark(sb.sandboxID);
+      const user = /^[a-z_][a-z0-9_-]*$/.test(s.user) ? s.user : 'root';
+      const st = { ref: sb.sandboxID, data: sandboxState(sb, user) } as ProviderState;
+      const argv = serviceArgv(s);
+      if (argv) {
+        // Started detached so the sandbox keeps it running; only its launch is awaited here.
+        const bg = ['/bin/sh', '-c', BACKGROUND, 'svc-command', ...argv];
+        const started = await run(c, st, bg, 60).catch(async (err) => {
+          await provider.destroy(c, st).catch(() => {});
+          throw err;
+        });
+        if (started.exit_code !== 0) {
+          await provider.destroy(c, st).catch(() => {});
+          throw new Error(
+            `${NAME}: the service command did not start: ${started.stderr.trim() || started.exit_code}`,
+          );
+        }
       }
-    }
-    return {
-      ref: sb.sandboxID,
-      data: st.data,
-      egress:
-        egress === 'allow'
-          ? 'allowed (allow_internet_access: true)'
-          : 'asked the provider to deny it (allow_internet_access: false); not probed by svc',
-    };
-  },
+      return {
+        ref: sb.sandboxID,
+        data: st.data,
+        egress:
+          egress === 'allow'
+            ? 'allowed (allow_internet_access: true)'
+            : 'asked the provider to deny it (allow_internet_access: false); not probed by svc',
+      };
+    },
 
-  async exec(c, st, argv, timeoutSec) {
-    await keepAlive(c, st);
-    return run(c, st, argv, timeoutSec);
-  },
+    async exec(c, st, argv, timeoutSec) {
+      await extended.keepAlive(c, st);
+      return run(c, st, argv, timeoutSec);
+    },
 
-  async upload(c, st, path, data) {
-    await keepAlive(c, st);
-    const { base, headers } = envdRoute(c, st);
-    const q = new URLSearchParams({ path, username: st.data.user || 'root' });
-    await call(NAME, `${joinUrl(base, '/files')}?${q}`, {
-      method: 'POST',
-      headers,
-      body: data,
-      timeoutMs: LIMITS.callMs * 10,
-    });
-  },
+    async upload(c, st, path, data) {
+      await extended.keepAlive(c, st);
+      const { base, headers } = envdRoute(c, st);
+      const q = new URLSearchParams({ path, username: st.data.user || 'root' });
+      await call(NAME, `${joinUrl(base, '/files')}?${q}`, {
+        method: 'POST',
+        headers,
+        body: data,
+        timeoutMs: LIMITS.callMs * 10,
+      });
+    },
 
-  async download(c, st, path) {
-    await keepAlive(c, st);
-    const { base, headers } = envdRoute(c, st);
-    const q = new URLSearchParams({ path, username: st.data.user || 'root' });
-    const r = await call(NAME, `${joinUrl(base, '/files')}?${q}`, {
-      headers: { ...headers, accept: 'application/octet-stream' },
-      timeoutMs: LIMITS.callMs * 10,
-    });
-    return r.bytes;
-  },
+    async download(c, st, path) {
+      await extended.keepAlive(c, st);
+      const { base, headers } = envdRoute(c, st);
+      const q = new URLSearchParams({ path, username: st.data.user || 'root' });
+      const r = await call(NAME, `${joinUrl(base, '/files')}?${q}`, {
+        headers: { ...headers, accept: 'application/octet-stream' },
+        timeoutMs: LIMITS.callMs * 10,
+      });
+      return r.bytes;
+    },
 
-  /** Pause (the sandbox is persisted, memory included), then resume through connect. */
-  async snapshot(c, st) {
-    const url = (p: string) => joinUrl(c.api, `/sandboxes/${encodeURIComponent(st.ref)}${p}`);
-    await call(NAME, url('/pause'), { method: 'POST', headers: api(c), body: {}, accept: [409] });
-    const r = await call(NAME, url('/connect'), {
-      method: 'POST',
-      headers: api(c),
-      body: { timeout: SANDBOX_TTL_SEC },
-      timeoutMs: LIMITS.callMs * 2,
-    });
-    const sb = r.json<Sandbox>();
-    return sandboxState({ ...sb, sandboxID: st.ref, templateID: st.data.template }, st.data.user);
-  },
+    /** Pause (the sandbox is persisted, memory included), then resume through connect. */
+    async snapshot(c, st) {
+      const url = (p: string) => joinUrl(c.api, `/sandboxes/${encodeURIComponent(st.ref)}${p}`);
+      await call(NAME, url('/pause'), { method: 'POST', headers: api(c), body: {}, accept: [409] });
+      const r = await call(NAME, url('/connect'), {
+        method: 'POST',
+        headers: api(c),
+        body: { timeout: SANDBOX_TTL_SEC },
+        timeoutMs: LIMITS.callMs * 2,
+      });
+      const sb = r.json<Sandbox>();
+      return sandboxState({ ...sb, sandboxID: st.ref, templateID: st.data.template }, st.data.user);
+    },
 
-  async labelled(c, envId) {
-    const q = new URLSearchParams({ metadata: new URLSearchParams({ svc_env: envId }).toString() });
-    const r = await call(NAME, `${joinUrl(c.api, '/sandboxes')}?${q}`, { headers: api(c) });
-    const list = r.json<{ sandboxID?: string }[]>();
-    return Array.isArray(list) ? list.map((x) => x.sandboxID).filter((x): x is string => !!x) : [];
-  },
+    async labelled(c, envId) {
+      const q = new URLSearchParams({ metadata: new URLSearchParams({ svc_env: envId }).toString() });
+      const r = await call(NAME, `${joinUrl(c.api, '/sandboxes')}?${q}`, { headers: api(c) });
+      const list = r.json<{ sandboxID?: string }[]>();
+      return Array.isArray(list) ? list.map((x) => x.sandboxID).filter((x): x is string => !!x) : [];
+    },
 
-  async destroy(c, st) {
-    extended.delete(st.ref);
-    await call(NAME, joinUrl(c.api, `/sandboxes/${encodeURIComponent(st.ref)}`), {
-      method: 'DELETE',
-      headers: api(c),
-      accept: [404],
-    });
-  },
-};
+    async destroy(c, st) {
+      extended.forget(st.ref);
+      await call(NAME, joinUrl(c.api, `/sandboxes/${encodeURIComponent(st.ref)}`), {
+        method: 'DELETE',
+        headers: api(c),
+        accept: [404],
+      });
+    },
+  };
+  return provider;
+}
