@@ -8,6 +8,7 @@ import type Docker from 'dockerode';
 import type { Egress, ServiceRecord } from '../protocol/spec.ts';
 import { writeFileAtomic } from '../shared/atomic-file.ts';
 import { stagingDir } from './docker/bind-staging.ts';
+import type { BuildImages } from './docker/build-gc.ts';
 import type { ComposeTool } from './docker/compose-tool.ts';
 import type { ProbeOptions } from './docker/egress.ts';
 import { DockerEngine, type EngineState } from './docker/engine.ts';
@@ -38,6 +39,8 @@ export interface SidecarContext {
   docker: Docker;
   /** What this process knows about its Docker engine across calls: spare execs, listing hints. */
   engineState: EngineState;
+  /** This sidecar's built images: the holds of builds under way, the sweeps (build-gc.ts). */
+  builds: BuildImages;
   probe: ProbeOptions;
   log: (msg: string) => void;
   /** Forks reading an environment's snapshots; a destroy of that environment waits for them. */

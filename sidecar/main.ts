@@ -9,7 +9,7 @@ import { settledWithin } from '../shared/concurrency.ts';
 import { Faults, guard } from '../shared/faults.ts';
 import { detectCapabilities, VERSION } from './capabilities.ts';
 import type { SidecarContext } from './context.ts';
-import { collectBuildImages, DEFAULT_BUILD_GC_EVERY_MS, DEFAULT_BUILD_KEEP_MS } from './docker/build-gc.ts';
+import { BuildImages, DEFAULT_BUILD_GC_EVERY_MS, DEFAULT_BUILD_KEEP_MS } from './docker/build-gc.ts';
 import { type ComposeFlavor, detectComposeTool } from './docker/compose-tool.ts';
 import { dockerClient, EngineState } from './docker/engine.ts';
 import { sparesEnabledFromEnv } from './docker/spare.ts';
@@ -67,7 +67,8 @@ function collectPeriodically(ctx: SidecarContext): () => void {
   if (every === 0) return () => {};
   const timer = setInterval(
     guard('built images: collect', () => {
-      collectBuildImages(ctx.docker, ctx.dataDir, ctx.buildKeepMs ?? DEFAULT_BUILD_KEEP_MS)
+      ctx.builds
+        .collect(ctx.docker, ctx.dataDir, ctx.buildKeepMs ?? DEFAULT_BUILD_KEEP_MS)
         .then((r) => r.removed.length && log(`removed ${r.removed.length} unused built image(s)`))
         .catch((err: Error) => log(`collecting built images: ${err.message}`));
     }),
@@ -146,6 +147,7 @@ async function serve(opts: SidecarOptions): Promise<number> {
     tool,
     docker,
     engineState: new EngineState(),
+    builds: new BuildImages(),
     probe: { internetTargets: probeTargets(), command: await probeCommand() },
     log,
     readers: new Map(),

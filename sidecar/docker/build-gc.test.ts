@@ -13,10 +13,11 @@ import type { ServiceRecord } from '../../protocol/spec.ts';
 import { BUSYBOX_IMAGE, ensureTestImages } from '../../test/support/images.ts';
 import { tier } from '../../test/support/tiers.ts';
 import { buildImages } from './build.ts';
-import { buildOwner, collectBuildImages, holdImages } from './build-gc.ts';
+import { BuildImages, buildOwner } from './build-gc.ts';
 import { dockerClient } from './engine.ts';
 
 const docker = dockerClient();
+const builds = new BuildImages();
 const root = mkdtempSync(join(tmpdir(), 'svc-build-gc-'));
 const dataDir = join(root, 'data');
 const container = `svc-build-gc-test-${randomBytes(4).toString('hex')}`;
@@ -72,12 +73,12 @@ describe('collecting built images', { skip: tier('docker') }, () => {
   });
 
   it('removes only what nothing uses, past the age bound; a held image goes once released', async () => {
-    const release = await holdImages([tags.held]);
-    const young = await collectBuildImages(docker, dataDir, 3600_000);
+    const release = await builds.hold([tags.held]);
+    const young = await builds.collect(docker, dataDir, 3600_000);
     assert.deepEqual(young.removed, [], 'every image is younger than an hour');
     for (const n of NAMES) assert.ok(await exists(tags[n]), n);
 
-    const swept = await collectBuildImages(docker, dataDir, 0);
+    const swept = await builds.collect(docker, dataDir, 0);
     assert.deepEqual(swept.removed, [tags.unused]);
     assert.equal(await exists(tags.unused), false);
     for (const n of NAMES.filter((x) => x !== 'unused')) assert.ok(await exists(tags[n]), `${n} is kept`);
@@ -85,7 +86,7 @@ describe('collecting built images', { skip: tier('docker') }, () => {
     release();
     execFileSync('docker', ['rm', '-f', container], { stdio: 'ignore' });
     rmSync(join(dataDir, 'envs', 'env_a', 'spec.json'));
-    const after = await collectBuildImages(docker, dataDir, 0);
+    const after = await builds.collect(docker, dataDir, 0);
     assert.deepEqual(after.removed.sort(), [tags.held, tags.container, tags.spec].sort());
     assert.ok(await exists(tags.version), 'a version the environment can roll back to keeps its image');
     assert.ok(await exists(tags.other), "another sidecar's build is never touched");

@@ -17,36 +17,12 @@ import { KeyedQueue } from '../../shared/concurrency.ts';
 export const BUILD_OWNER_LABEL = 'svc.build.owner';
 export const DEFAULT_BUILD_KEEP_MS = 3600_000;
 export const DEFAULT_BUILD_GC_EVERY_MS = 3600_000;
-const GATE = new KeyedQueue();
-const held = new Map<string, number>();
 
 /** The owner id of this sidecar's builds: a digest of its data directory. */
 export const buildOwner = (dataDir: string) =>
   createHash('sha256').update(resolve(dataDir)).digest('hex').slice(0, 16);
 
 const isBuilt = (image: string) => image.startsWith(`${BUILD_REPO}:`);
-
-/**
- * Holds `images` against collection until the returned release is called. Registered under the
- * same gate as a sweep's removals, so a sweep either ran before (the build then finds the image
- * gone and builds it) or sees the hold.
- */
-export async function holdImages(images: string[]): Promise<() => void> {
-  const mine = images.filter(isBuilt);
-  await GATE.run('gc', async () => {
-    for (const i of mine) held.set(i, (held.get(i) ?? 0) + 1);
-  });
-  let released = false;
-  return () => {
-    if (released) return;
-    released = true;
-    for (const i of mine) {
-      const n = (held.get(i) ?? 1) - 1;
-      if (n > 0) held.set(i, n);
-      else held.delete(i);
-    }
-  };
-}
 
 async function jsonImages(path: string): Promise<string[]> {
   try {
@@ -75,39 +51,68 @@ interface BuildGcResult {
   kept: number;
 }
 
-/** Untags this sidecar's built images that nothing uses and that are older than `minAgeMs`. */
-export async function collectBuildImages(
-  docker: Docker,
-  dataDir: string,
-  minAgeMs: number,
-  now = Date.now(),
-): Promise<BuildGcResult> {
-  return GATE.run('gc', async () => {
-    const owner = buildOwner(dataDir);
-    const images = await docker.listImages({ filters: { label: [`${BUILD_OWNER_LABEL}=${owner}`] } });
-    const specs = await imagesInSpecs(dataDir);
-    const containers = await docker.listContainers({ all: true });
-    const usedIds = new Set(containers.map((c) => c.ImageID));
-    const usedNames = new Set(containers.map((c) => c.Image));
-    const out: BuildGcResult = { removed: [], kept: 0 };
-    for (const img of images) {
-      const tags = (img.RepoTags ?? []).filter(isBuilt);
-      const inUse = usedIds.has(img.Id) || tags.some((t) => specs.has(t) || held.has(t) || usedNames.has(t));
-      if (inUse || img.Created * 1000 > now - minAgeMs) {
-        out.kept++;
-        continue;
+/**
+ * This sidecar's built images: the holds of the builds under way and the sweeps that untag what
+ * nothing uses. One per sidecar context (only this sidecar builds under its owner label).
+ */
+export class BuildImages {
+  readonly #gate = new KeyedQueue();
+  readonly #held = new Map<string, number>();
+
+  /**
+   * Holds `images` against collection until the returned release is called. Registered under the
+   * same gate as a sweep's removals, so a sweep either ran before (the build then finds the image
+   * gone and builds it) or sees the hold.
+   */
+  async hold(images: string[]): Promise<() => void> {
+    const held = this.#held;
+    const mine = images.filter(isBuilt);
+    await this.#gate.run('gc', async () => {
+      for (const i of mine) held.set(i, (held.get(i) ?? 0) + 1);
+    });
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      for (const i of mine) {
+        const n = (held.get(i) ?? 1) - 1;
+        if (n > 0) held.set(i, n);
+        else held.delete(i);
       }
-      for (const tag of tags) {
-        try {
-          await docker.getImage(tag).remove();
-          out.removed.push(tag);
-        } catch (err) {
-          // 409: a container uses it after all (Docker refuses); 404: gone meanwhile.
-          const code = (err as { statusCode?: number }).statusCode;
-          if (code !== 409 && code !== 404) throw err;
+    };
+  }
+
+  /** Untags this sidecar's built images that nothing uses and that are older than `minAgeMs`. */
+  collect(docker: Docker, dataDir: string, minAgeMs: number, now = Date.now()): Promise<BuildGcResult> {
+    const held = this.#held;
+    return this.#gate.run('gc', async () => {
+      const owner = buildOwner(dataDir);
+      const images = await docker.listImages({ filters: { label: [`${BUILD_OWNER_LABEL}=${owner}`] } });
+      const specs = await imagesInSpecs(dataDir);
+      const containers = await docker.listContainers({ all: true });
+      const usedIds = new Set(containers.map((c) => c.ImageID));
+      const usedNames = new Set(containers.map((c) => c.Image));
+      const out: BuildGcResult = { removed: [], kept: 0 };
+      for (const img of images) {
+        const tags = (img.RepoTags ?? []).filter(isBuilt);
+        const inUse =
+          usedIds.has(img.Id) || tags.some((t) => specs.has(t) || held.has(t) || usedNames.has(t));
+        if (inUse || img.Created * 1000 > now - minAgeMs) {
+          out.kept++;
+          continue;
+        }
+        for (const tag of tags) {
+          try {
+            await docker.getImage(tag).remove();
+            out.removed.push(tag);
+          } catch (err) {
+            // 409: a container uses it after all (Docker refuses); 404: gone meanwhile.
+            const code = (err as { statusCode?: number }).statusCode;
+            if (code !== 409 && code !== 404) throw err;
+          }
         }
       }
-    }
-    return out;
-  });
+      return out;
+    });
+  }
 }

@@ -74,15 +74,23 @@ async function startTime(pid: number): Promise<string | null> {
 }
 
 /**
- * Databases recognised by their container's main process, by container id. A container's main
- * process and its environment never change while it runs; a restart gives a new main process, so
- * an entry holds only while the same process (pid and start time) is there. Bounded: the oldest
- * go first.
+ * A database recognised by its container's main process, kept by container id in the engine's
+ * state. A container's main process and its environment never change while it runs; a restart
+ * gives a new main process, so an entry holds only while the same process (pid and start time)
+ * is there. Bounded: the oldest go first.
  */
+export interface KnownDatabase {
+  pid: number;
+  started: string;
+  db: Database;
+}
 const KNOWN_MAX = 1024;
-const known = new Map<string, { pid: number; started: string; db: Database }>();
 
-async function knownDatabase(id: string, svc: ServiceRecord): Promise<Database | null> {
+async function knownDatabase(
+  known: Map<string, KnownDatabase>,
+  id: string,
+  svc: ServiceRecord,
+): Promise<Database | null> {
   const k = known.get(id);
   if (!k || k.db.service !== svc.name) return null;
   if ((await startTime(k.pid)) === k.started) return k.db;
@@ -90,7 +98,12 @@ async function knownDatabase(id: string, svc: ServiceRecord): Promise<Database |
   return null;
 }
 
-async function remember(id: string, pid: number, db: Database): Promise<void> {
+async function remember(
+  known: Map<string, KnownDatabase>,
+  id: string,
+  pid: number,
+  db: Database,
+): Promise<void> {
   const started = await startTime(pid);
   if (!started) return;
   known.delete(id);
@@ -131,7 +144,7 @@ async function recognise(
   id: string,
   scan: () => Promise<(root: number) => number[]>,
 ): Promise<Database | null> {
-  const cached = await knownDatabase(id, svc);
+  const cached = await knownDatabase(engine.databases, id, svc);
   if (cached) return cached;
   const info = await engine.docker.getContainer(id).inspect();
   const env = Object.fromEntries(
@@ -154,7 +167,7 @@ async function recognise(
   if (!kind) return null;
   const db: Database = { service: svc.name, id, kind, env, port };
   // Found by what the container itself runs: holds for as long as that process does.
-  if (byMain) await remember(id, pid, db);
+  if (byMain) await remember(engine.databases, id, pid, db);
   return db;
 }
 

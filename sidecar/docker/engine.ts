@@ -3,6 +3,7 @@
 import Docker from 'dockerode';
 import { AGAIN, type Backoff, backoff, retry } from '../../shared/concurrency.ts';
 import { getArchiveFrom, type Owner, putArchiveIn } from './archive.ts';
+import type { KnownDatabase } from './checkpoint.ts';
 import { DockerError, dockerMessage, ExecNotCreated, NoSuchService, statusCode } from './errors.ts';
 import { checkCommand, type ExecOptions, type ExecResult, execIn } from './exec.ts';
 import { demuxAll } from './mux.ts';
@@ -41,6 +42,8 @@ export class EngineState {
    * the listed way with its usual messages.
    */
   readonly lastSeen = new Map<string, string>();
+  /** Databases recognised by their container's main process, by container id (checkpoint.ts). */
+  readonly databases = new Map<string, KnownDatabase>();
 }
 
 /** A client of the local engine (DOCKER_HOST, else /var/run/docker.sock); the context keeps one. */
@@ -78,6 +81,11 @@ export class DockerEngine {
   /** The process's spare execs (the pause path primes one). */
   get spares(): SpareExecs {
     return this.#state.spares;
+  }
+
+  /** The databases the process recognised in containers (checkpoint.ts). */
+  get databases(): Map<string, KnownDatabase> {
+    return this.#state.databases;
   }
 
   /** Every container of the project (one-off `run` containers excluded), any state, by service name. */

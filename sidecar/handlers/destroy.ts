@@ -5,7 +5,7 @@
 // environment uses any more (and older than the keep bound) are collected.
 import type { Results } from '../../protocol/commands.ts';
 import { loadSpec, type SidecarContext, stackOf } from '../context.ts';
-import { collectBuildImages, DEFAULT_BUILD_KEEP_MS } from '../docker/build-gc.ts';
+import { DEFAULT_BUILD_KEEP_MS } from '../docker/build-gc.ts';
 import { projectName } from '../docker/render.ts';
 import { type CommandContext, forgetEnvCommands } from '../runner.ts';
 import { removeVerifyDirs } from '../verify/collect.ts';
@@ -30,7 +30,8 @@ export async function envDestroy(
   await forgetEnvCommands(ctx.dataDir, cmd.envId);
   ctx.readers.delete(cmd.envId);
   // Its built images may be unused now; a failure to collect them never fails the destroy.
-  await collectBuildImages(ctx.docker, ctx.dataDir, ctx.buildKeepMs ?? DEFAULT_BUILD_KEEP_MS)
+  await ctx.builds
+    .collect(ctx.docker, ctx.dataDir, ctx.buildKeepMs ?? DEFAULT_BUILD_KEEP_MS)
     .then((r) => r.removed.length && cmd.progress(`removed ${r.removed.length} unused built image(s)`))
     .catch((err: Error) => ctx.log(`collecting built images after destroying ${cmd.envId}: ${err.message}`));
   return { destroyed: cmd.envId };

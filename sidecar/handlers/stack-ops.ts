@@ -14,7 +14,7 @@ import {
   stackOf,
 } from '../context.ts';
 import { buildImages } from '../docker/build.ts';
-import { buildOwner, holdImages } from '../docker/build-gc.ts';
+import { buildOwner } from '../docker/build-gc.ts';
 import { engineBoundsLayers } from '../docker/layer-quota.ts';
 import { checkProjectFields, contextFiles, contextOf, ensureContext } from '../docker/project.ts';
 import type { Stack } from '../docker/stack.ts';
@@ -138,7 +138,7 @@ export async function envCreate(
   const spec = specOf(cmd.payload, cmd.payload.version);
   composeTool(ctx); // before any dataset is made
   // The images it builds are held against collection until its spec is saved (or it failed).
-  const release = await holdImages(spec.services.map((s) => s.image));
+  const release = await ctx.builds.hold(spec.services.map((s) => s.image));
   try {
     return await createWith(ctx, cmd, spec);
   } finally {

@@ -5,6 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { type Frame, frame } from '../../protocol/frames.ts';
 import type { ServiceRecord } from '../../protocol/spec.ts';
 import type { SidecarContext } from '../context.ts';
+import { BuildImages } from '../docker/build-gc.ts';
 import { detectComposeTool } from '../docker/compose-tool.ts';
 import { dockerClient, EngineState } from '../docker/engine.ts';
 import { Runner } from '../runner.ts';
@@ -18,6 +19,7 @@ export async function testContext(dataDir: string): Promise<SidecarContext> {
     tool: await detectComposeTool('v2'),
     docker: dockerClient(),
     engineState: new EngineState(),
+    builds: new BuildImages(),
     probe: {},
     log: () => {},
     readers: new Map(),
