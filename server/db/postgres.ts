@@ -7,12 +7,8 @@ const DIALECT: Dialect = {
   capabilities: { blocksEventLoop: false, soleWriter: false, cheapSharedCommits: false },
 };
 
-const rewritten = new Map<string, string>();
-
 /** `?` → `$1..$n`, leaving quoted strings alone. */
 export function toPgPlaceholders(sql: string): string {
-  const hit = rewritten.get(sql);
-  if (hit) return hit;
   let out = '';
   let n = 0;
   let quote: string | null = null;
@@ -27,20 +23,42 @@ export function toPgPlaceholders(sql: string): string {
       out += `$${++n}`;
     } else out += ch;
   }
-  rewritten.set(sql, out);
   return out;
 }
 
+/**
+ * Each statement's rewritten text, kept per database (a pure function of the text, so never
+ * stale) and bounded like SQLite's prepared statements: IN lists make a text per length.
+ */
+const REWRITES_MAX = 512;
+class Rewrites {
+  readonly #texts = new Map<string, string>();
+
+  of(sql: string): string {
+    let out = this.#texts.get(sql);
+    if (out === undefined) {
+      out = toPgPlaceholders(sql);
+      if (this.#texts.size >= REWRITES_MAX) this.#texts.delete(this.#texts.keys().next().value as string);
+      this.#texts.set(sql, out);
+    }
+    return out;
+  }
+}
+
 /** Statements on `client`; `afterCommit` as given (at once on the pool, queued in a transaction). */
-function over(client: pg.Pool | pg.PoolClient, afterCommit: Queryable['afterCommit']): Queryable {
+function over(
+  client: pg.Pool | pg.PoolClient,
+  afterCommit: Queryable['afterCommit'],
+  texts: Rewrites,
+): Queryable {
   return {
     afterCommit,
     all: async <T>(sql: string, params: readonly Param[] = []) =>
-      (await client.query(toPgPlaceholders(sql), params as unknown[])).rows as T[],
+      (await client.query(texts.of(sql), params as unknown[])).rows as T[],
     get: async <T>(sql: string, params: readonly Param[] = []) =>
-      (await client.query(toPgPlaceholders(sql), params as unknown[])).rows[0] as T | undefined,
+      (await client.query(texts.of(sql), params as unknown[])).rows[0] as T | undefined,
     run: async (sql: string, params: readonly Param[] = []) => ({
-      changes: (await client.query(toPgPlaceholders(sql), params as unknown[])).rowCount ?? 0,
+      changes: (await client.query(texts.of(sql), params as unknown[])).rowCount ?? 0,
     }),
   };
 }
@@ -49,12 +67,13 @@ export class PostgresDb implements Db {
   readonly dialect = DIALECT;
   #pool: pg.Pool;
   #q: Queryable;
+  readonly #texts = new Rewrites();
 
   constructor(dsn: string) {
     this.#pool = new pg.Pool({ connectionString: dsn, max: 10 });
     // An idle client that loses its server must not crash the process.
     this.#pool.on('error', () => {});
-    this.#q = over(this.#pool, (fn) => runCommitted([fn]));
+    this.#q = over(this.#pool, (fn) => runCommitted([fn]), this.#texts);
   }
 
   all<T>(sql: string, params?: readonly Param[]): Promise<T[]> {
@@ -75,7 +94,7 @@ export class PostgresDb implements Db {
     try {
       await client.query('BEGIN');
       const committed: (() => void)[] = [];
-      const out = await fn(over(client, (f) => committed.push(f)));
+      const out = await fn(over(client, (f) => committed.push(f), this.#texts));
       await client.query('COMMIT');
       runCommitted(committed);
       return out;
