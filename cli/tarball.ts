@@ -119,7 +119,7 @@ async function readArchive(data: Buffer): Promise<ArchiveEntry[]> {
     for await (const entry of ex) {
       const chunks: Buffer[] = [];
       // tar-stream never ends the stream of a directory entry that declares a size: a hostile
-      // archive would hang `files get` here (R2 fuzz). A directory has no content to read.
+      // archive would hang `files get` here (the tar fuzz found it). A directory has no content to read.
       if (entry.header.type !== 'directory') for await (const c of entry) chunks.push(c as Buffer);
       const h = entry.header;
       const raw = h.name;

@@ -1,6 +1,6 @@
 // Watching a deployment (`--wait`, `deployment watch`): polls GET /v1/deployments/{id}, first after
 // 50 ms, then twice as long each time up to every 700 ms (a snapshot or a fork ends in a fraction
-// of a second: a fixed 700 ms made it look 3x slower than it was; issue 15), prints one line per phase as it finishes (name, status, duration, the evidence's key
+// of a second: a fixed 700 ms made it look 3x slower than it was), prints one line per phase as it finishes (name, status, duration, the evidence's key
 // facts), then `deployment <id>: <status>`. On a terminal the running phase is a live spinner line
 // redrawn with a carriage return; on a pipe only the plain lines are written.
 import type { PhaseRecord, StartedBody } from '../protocol/api.ts';

@@ -14,7 +14,7 @@ export const COMMAND_KINDS = [
   'verify.collect',
   'verify.run',
   'env.destroy',
-  // Warm pools (issue 15): members wait paused, costing no CPU, and are thawed when claimed.
+  // Warm pools: members wait paused, costing no CPU, and are thawed when claimed.
   'env.pause',
   'env.unpause',
 ] as const;

@@ -1,5 +1,6 @@
 // The hello payload is one TypeBox schema (protocol/hello.ts); a hello it refuses gets the reason
-// the stream is closed with (spec "Host stream protocol"; limits of issue 9: L2, M3).
+// the stream is closed with (spec "Host stream protocol": capabilities small,
+// shallow and free of NUL).
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { FrameError, frame } from './frames.ts';

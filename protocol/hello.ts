@@ -5,7 +5,10 @@ import { type Static, type TSchema, type TString, Type } from '@sinclair/typebox
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { type Frame, FrameError } from './frames.ts';
 
-/** Capabilities are stored and listed as sent: a small, shallow object of plain text (L2, M3). */
+/**
+ * Capabilities are stored and listed as sent: a small, shallow object of plain text (a huge or deep
+ * one would cost every listing; Postgres refuses a NUL in text).
+ */
 export const MAX_CAPABILITIES_BYTES = 16 * 1024;
 export const MAX_CAPABILITIES_DEPTH = 4;
 

@@ -41,7 +41,7 @@ let counter = 0;
 
 /**
  * Random bytes for ids, drawn 4 KiB at a time: a `randomBytes(5)` per id cost ~18 µs of the exec
- * hot path (issue 15). Ids are not secrets (secrets come from `newSecret`, unpooled).
+ * hot path. Ids are not secrets (secrets come from `newSecret`, unpooled).
  */
 const POOL = Buffer.alloc(4096);
 let poolAt = POOL.length;

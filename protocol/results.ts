@@ -16,7 +16,7 @@ export const CapabilitiesSchema = Type.Object({
   memory_mb: Num,
   disk_gb: Num,
   storage: Type.Union([Type.Literal('zfs'), Type.Literal('btrfs'), Type.Literal('dir')]),
-  /** How clones share data: `xfs-loop` = dir storage on svcd's own XFS image (issue 15). */
+  /** How clones share data: `xfs-loop` = dir storage on svcd's own XFS image. */
   cow: Type.Optional(
     Type.Union([
       Type.Literal('zfs'),

@@ -5,7 +5,7 @@ let iso = '';
 
 /**
  * `new Date().toISOString()`, formatted once per millisecond: a command stamps the time four
- * times (row, frame, ack, finish), thousands of times a second on the exec hot path (issue 15).
+ * times (row, frame, ack, finish), thousands of times a second on the exec hot path.
  */
 export function isoNow(): string {
   const ms = Date.now();

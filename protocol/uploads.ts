@@ -1,7 +1,7 @@
-// What `PUT /v1/envs/{env}/files` accepts inside the archive (issue 17: a 10 KiB PAX-sparse tar
-// became a 1 GiB file; device nodes, FIFOs and a setuid-root shell were created as given). Both
-// the control plane (a 4xx before any host sees it) and the sidecar (which rewrites what it
-// extracts) apply these rules to tar headers as tar-stream reads them.
+// What `PUT /v1/envs/{env}/files` accepts inside the archive (without these rules a 10 KiB
+// PAX-sparse tar became a 1 GiB file; device nodes, FIFOs and a setuid-root shell were created as
+// given). Both the control plane (a 4xx before any host sees it) and the sidecar (which rewrites
+// what it extracts) apply these rules to tar headers as tar-stream reads them.
 
 /** The largest total the files of one upload may expand to, sparse files counted at their real size. */
 export const MAX_UPLOAD_EXPANDED_BYTES = 256 * 1024 * 1024;

@@ -58,7 +58,7 @@ export async function startDevSidecar(
   const child: ChildProcess = spawn(process.execPath, [SVCD, 'join', ...args], {
     stdio: ['ignore', 'inherit', 'inherit'],
     // The local sidecar ends with this process, even when this one is killed outright.
-    // Copy-on-write forks even on ext4: the local sidecar keeps datasets on an XFS image (issue 15).
+    // Copy-on-write forks even on ext4: the local sidecar keeps datasets on an XFS image.
     env: { SVC_XFS_LOOP: 'auto', ...process.env, SVC_EXIT_WITH_PARENT: String(process.pid) },
   });
   log(`--dev: local sidecar started (Docker ${version}); its identity and data are under ${dir}`);

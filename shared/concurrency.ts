@@ -104,7 +104,7 @@ export function deadline(
 
 /**
  * `untilAborted(p, deadline(ms, onTimeout, signal, onAbort).signal)` as one promise and one timer,
- * without an AbortController or a listener when there is no `signal` (issue 15: once per command
+ * without an AbortController or a listener when there is no `signal` (this runs once per command
  * on the exec hot path). Settles as `p` does, unless `ms` pass first (rejects with `onTimeout()`)
  * or `signal` aborts (rejects with `onAbort(signal.reason)`).
  */

@@ -17,7 +17,7 @@ interface FieldRule {
   url?: boolean;
 }
 
-/** Base address of each provider's API when the cloud's config names none (issue 11). */
+/** Base address of each provider's API when the cloud's config names none. */
 export const DEFAULT_API_URL: Record<Exclude<Provider, 'manual'>, string> = {
   cloudvm: 'https://api.hetzner.cloud/v1',
   'sandbox-a': 'https://api.e2b.app',

@@ -1,5 +1,5 @@
 // Provider tokens must be usable, so unlike keys and sessions they cannot be hashed: they are
-// encrypted at rest with AES-256-GCM (issue 11). The key comes from SVC_SECRETS_KEY (32 bytes,
+// encrypted at rest with AES-256-GCM. The key comes from SVC_SECRETS_KEY (32 bytes,
 // base64 or hex), else from a key file created with mode 0600 beside the embedded database on
 // first start. A Postgres control plane without SVC_SECRETS_KEY can run, but refuses to store or
 // read a provider token, naming the variable.

@@ -1,4 +1,4 @@
-// The repository at a pushed commit as the deployment's project context (issue 14: deploy from
+// The repository at a pushed commit as the deployment's project context (deploy from
 // source ships the repository's files). GitHub's "download a repository archive (tar)",
 // `GET /repos/{owner}/{repo}/tarball/{ref}`, answers 302 with a `Location` on codeload (a
 // temporary URL that carries its own token for a private repository); that URL answers the

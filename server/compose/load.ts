@@ -93,7 +93,7 @@ function checkFlowDepth(text: string): void {
   let entries = 0;
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
-    // The parser spends ~10 µs an entry: 80k keys in a megabyte still took seconds (H2).
+    // The parser spends ~10 µs an entry: 80k keys in a megabyte still took seconds.
     if ((c === 0x0a || c === 0x2c) /* \n , */ && ++entries > MAX_ENTRIES) {
       fail(`the compose file has more than ${MAX_ENTRIES} lines and flow items; that is not a compose file`);
     }

@@ -38,7 +38,10 @@ export function memoryMb(node: Node, where: string): number {
   return mb;
 }
 
-/** `2`, `0.5`, `.5`: checked without a backtracking pattern and only up to a sane length (H1). */
+/**
+ * `2`, `0.5`, `.5`: checked without a backtracking pattern and only up to a sane length, so hostile
+ * input cannot make the check slow.
+ */
 const CPUS_TEXT = /^(?:\d+|\d*\.\d+)$/;
 const MAX_NUMBER_CHARS = 32;
 

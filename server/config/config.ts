@@ -281,7 +281,7 @@ export function isLoopbackHost(host: string): boolean {
 }
 
 /**
- * SVC_DEV_LOGIN signs anyone who can reach the server in as any existing user (issue 17): said
+ * SVC_DEV_LOGIN signs anyone who can reach the server in as any existing user: said
  * loudly at start unless the server listens on loopback only.
  */
 export function devLoginWarning(config: Pick<Config, 'devLogin' | 'host'>): string | null {

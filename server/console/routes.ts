@@ -1,4 +1,4 @@
-// The console, served by the control plane on its own origin (issue 13): GET /app/* answers the
+// The console, served by the control plane on its own origin: GET /app/* answers the
 // single-page app (every page path gets index.html; the router in the browser picks the page),
 // /app/assets/<hashed name> its script and stylesheet, /app/config.json which sign-in methods
 // this server offers. GET /device (the verification URL of earlier releases) redirects to the

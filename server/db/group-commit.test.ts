@@ -1,4 +1,4 @@
-// Group commit (issue 15): writes asked for in one turn share a transaction on SQLite, each
+// Group commit: writes asked for in one turn share a transaction on SQLite, each
 // resolves only once its row is committed, and one failing write fails only itself; while other
 // writers are busy, a transaction waits for the writes of later turns too.
 import assert from 'node:assert/strict';

@@ -1,4 +1,4 @@
-// Group commit for small hot writes on SQLite (issue 15: the exec hot path). On the embedded
+// Group commit for small hot writes on SQLite (the exec hot path). On the embedded
 // database a row write costs mostly its commit; writes asked for in the same turn of the event
 // loop share one transaction instead. Each write still resolves only once committed, so "recorded
 // before written" (spec "Command lifecycle" 1) holds. Postgres writes go straight through: there a
@@ -21,7 +21,7 @@ interface Queued {
  * How long a busy transaction waits for more writes (`SVC_COMMIT_DELAY_MS`; 0, the default: never
  * waits). Off by default, like Postgres's commit_delay: at 2,000 exec/s on 10,000 hosts 1 ms saved
  * ~15 µs of CPU per exec but tripled p50 (0.9 → 3 ms) and put p99 at 28–61 ms against 14–15 ms
- * (docs/benchmarks.md, issue 15).
+ * (docs/benchmarks.md).
  */
 const delaySetting = Number(process.env.SVC_COMMIT_DELAY_MS ?? 0);
 export const COMMIT_DELAY_MS = Number.isFinite(delaySetting) && delaySetting > 0 ? delaySetting : 0;

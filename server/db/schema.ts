@@ -69,7 +69,7 @@ const v2: Migration = {
   up: () => ['CREATE UNIQUE INDEX clouds_team_name ON clouds (team_id, name)'],
 };
 
-// Provider tokens are encrypted at rest (issue 11): existing cloud rows get their secret values
+// Provider tokens are encrypted at rest: existing cloud rows get their secret values
 // sealed. Driver hosts keep per-environment provider state (sandbox id, snapshot id, the
 // sandbox's own access token), sealed as one document.
 const v4: Migration = {
@@ -119,7 +119,7 @@ const v10: Migration = {
   up: () => ['CREATE INDEX events_team ON events (team_id, id)'],
 };
 
-// Warm pools (issue 15, server/pool): a version's pool size, and the forks kept ready for it.
+// Warm pools (server/pool): a version's pool size, and the forks kept ready for it.
 const v7: Migration = {
   version: 7,
   name: 'warm pools',
@@ -159,7 +159,7 @@ const v8: Migration = {
 };
 
 // Nothing reads commands by (host_id, status), and the index cost a third of every command's row
-// writes (the insert, and the status change of its result): issue 15's exec hot path.
+// writes (the insert, and the status change of its result) on the exec hot path.
 const v11: Migration = {
   version: 11,
   name: 'no commands_host_status index',

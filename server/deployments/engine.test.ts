@@ -1,4 +1,4 @@
-// The engine never loses a failure (issue 9 §3): a throw out of a run (a database error in a
+// The engine never loses a failure: a throw out of a run (a database error in a
 // phase update or the verdict) ends the deployment `failed` with `engine: <message>`, appends
 // `deployment.finished` and is logged; a phase at its time limit is cancelled, command and all.
 import assert from 'node:assert/strict';

@@ -1,4 +1,4 @@
-// The exec hot path's environment rows (issue 15): a change through the store is seen by the
+// The exec hot path's environment rows: a change through the store is seen by the
 // very next read (destroy, redeploy, rename, inside a transaction or not), a rolled-back change
 // is not, and another team's environment is never handed out.
 import assert from 'node:assert/strict';

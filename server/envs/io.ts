@@ -87,13 +87,13 @@ async function checkTar(data: Buffer): Promise<number> {
       if (refusal) refused ??= new BadRequest(`upload refused: ${refusal}`);
       else if (expanded > MAX_UPLOAD_EXPANDED_BYTES) refused ??= new TooLarge(expandedTooLarge(expanded));
       // tar-stream never ends the stream of a directory that declares a size (a hung request
-      // found by the R2 fuzz); a directory has no content, so go on at once.
+      // found by the tar fuzz); a directory has no content, so go on at once.
       if (h.type === 'directory') {
         stream.resume();
         return next();
       }
       stream.on('end', next);
-      // A truncated entry errors here too; unheard, that error would end the process (R2 fuzz).
+      // A truncated entry errors here too; unheard, that error would end the process (fuzzing hit it).
       stream.on('error', refuse);
       stream.resume();
     });

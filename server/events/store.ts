@@ -3,7 +3,10 @@ import { newId, PREFIX } from '../../protocol/ids.ts';
 import { json, now, parseJson, type Queryable } from '../db/types.ts';
 
 export const EVENTS_RETURNED = 200;
-/** A stored body longer than this is listed as `{truncated: true, bytes}` (M1: never a 500). */
+/**
+ * A stored body longer than this is listed as `{truncated: true, bytes}`, so a huge event body is
+ * never a 500.
+ */
 export const MAX_LISTED_BODY_CHARS = 64 * 1024;
 
 /**

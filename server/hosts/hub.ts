@@ -48,7 +48,7 @@ interface Conn {
   teamId: string;
   cloudId: string;
   lastFrameAt: number;
-  /** Event-frame tokens left and when they were last refilled (M1). */
+  /** Event-frame tokens left and when they were last refilled (a host may not flood the log). */
   eventTokens: number;
   eventRefillAt: number;
   dropped: number;
@@ -169,7 +169,7 @@ export class Hub extends Emitter<HubEvents> implements HostConnectivity {
     let state: 'await-hello' | 'checking' | 'open' = 'await-hello';
     let conn: Conn | null = null;
     // Until the hello is accepted, the peer is unknown: it may send the hello and nothing more,
-    // so a nearly complete 16 MiB frame is never buffered for it (H4).
+    // so a nearly complete 16 MiB frame is never buffered for it.
     let preHello = headBytes;
     const countPreHello = guard('host streams: pre-hello bound', (chunk: Buffer) => {
       preHello += chunk.length;
@@ -276,7 +276,7 @@ export class Hub extends Emitter<HubEvents> implements HostConnectivity {
       secretHash: hashSecret(secret),
       capabilities: caps,
     }).catch(async (err) => {
-      // No host was recorded: the token was not used after all (M3), so the sidecar may retry.
+      // No host was recorded: the token was not used after all, so the sidecar may retry.
       await releaseJoinToken(this.#db, hello.token).catch(() => {});
       throw err;
     });
@@ -321,7 +321,7 @@ export class Hub extends Emitter<HubEvents> implements HostConnectivity {
     this.emit('frame', { hostId: c.hostId, teamId: c.teamId, frame: f });
   }
 
-  /** False for an event frame that is too large, malformed or over the host's rate (M1). */
+  /** False for an event frame that is too large, malformed or over the host's rate. */
   #admit(c: Conn, f: Frame): boolean {
     const why = admitEvent(c, f);
     if (!why) return true;

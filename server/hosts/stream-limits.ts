@@ -1,14 +1,15 @@
-// Limits of the host stream beyond the 16 MiB frame (issue 9): what a socket may send before its
-// hello is accepted (H4), how large and how frequent a host's event frames may be (M1), and the
-// close code of every refusal, 1008 (L1).
+// Limits of the host stream beyond the 16 MiB frame: what a socket may send before its hello is
+// accepted (an unknown peer may not make the hub buffer a large frame), how large and how frequent
+// a host's event frames may be (one host may not flood the event log), and the close code of every
+// refusal, 1008.
 import { WebSocket } from 'ws';
 import { type Frame, POLICY_VIOLATION } from '../../protocol/frames.ts';
 
-/** Bytes a socket may send before its hello is accepted: the hello only (H4). */
+/** Bytes a socket may send before its hello is accepted: the hello only. */
 export const PRE_HELLO_MAX_BYTES = 64 * 1024;
 /** A refused handshake gets its 1008 close frame, then the socket is cut after this. */
 export const REFUSED_LINGER_MS = 500;
-/** Event frames (M1): body size, and a per-host token bucket (burst, then a steady rate). */
+/** Event frames: body size, and a per-host token bucket (burst, then a steady rate). */
 export const MAX_EVENT_BYTES = 64 * 1024;
 export const EVENT_BURST = 100;
 export const EVENTS_PER_SEC = 20;

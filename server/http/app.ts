@@ -66,7 +66,7 @@ export async function createHttpApp(opts: HttpOptions): Promise<App> {
   const limits = opts.limits ?? DEFAULT_LIMITS;
   const headersTimeout = Math.min(limits.headersTimeoutMs, limits.requestTimeoutMs);
   const app = Fastify({
-    // H3: a connection holding part of a request (headers or a declared body) is closed, and so
+    // A connection holding part of a request (headers or a declared body) is closed, and so
     // is an idle keep-alive one. Answers are not timed: a sandbox may wait its timeout_sec.
     // Node's own bound is only the backstop: body-timeouts.ts bounds each route's body.
     requestTimeout: Math.max(limits.requestTimeoutMs, limits.uploadTimeoutMs),
@@ -100,7 +100,8 @@ export async function createHttpApp(opts: HttpOptions): Promise<App> {
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
     const text = body as string;
     if (text.trim() === '') return done(null, undefined);
-    // M2: depth is bounded before JSON.parse pays for it; M3: no text anywhere holds a NUL
+    // Depth is bounded before JSON.parse pays for it (deep nesting costs time and stack); no text
+    // anywhere holds a NUL
     // (no argv, variable, name or path can, and Postgres refuses it in TEXT columns).
     const scan = scanJson(text, limits.jsonDepth);
     if (scan.depth > limits.jsonDepth) {
@@ -121,7 +122,7 @@ export async function createHttpApp(opts: HttpOptions): Promise<App> {
     parsed(null, value);
   });
   app.server.maxConnections = limits.maxConnections;
-  // Callback hooks here and in the other per-request hooks: no promise per request (issue 15).
+  // Callback hooks here and in the other per-request hooks: no promise per request (the exec hot path).
   app.addHook('onRequest', (req, _reply, done) => {
     done(req.url.includes('%00') ? new BadRequest('the URL contains a NUL character') : undefined);
   });

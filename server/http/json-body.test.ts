@@ -1,4 +1,4 @@
-// JSON bodies (issue 15 fast path in app.ts): text that cannot hold a `__proto__` or `constructor`
+// JSON bodies (the fast path in app.ts): text that cannot hold a `__proto__` or `constructor`
 // key is parsed with plain JSON.parse, anything else goes through Fastify's poisoning checks, so a
 // poisoned body is a 400 whichever way its key is spelled, and other bodies parse as before.
 import assert from 'node:assert/strict';

@@ -1,4 +1,4 @@
-// Bounds on what a client can make the HTTP server hold (issue 9, H3/M2/M3/L4): timeouts on
+// Bounds on what a client can make the HTTP server hold: timeouts on
 // every connection, a connection cap, small bodies where a route needs none, a JSON nesting
 // bound checked before parsing, no NUL in any text, and request rates. Defaults are for
 // production; tests and benchmarks override single fields through StartOptions.limits.
@@ -47,7 +47,10 @@ function openFilesLimit(): number {
   }
 }
 
-/** Routes without a credential that take at most a code or an email (M2). */
+/**
+ * Routes without a credential that take at most a code or an email: a larger body there is only
+ * memory an anonymous client makes the server hold.
+ */
 export const SMALL_BODY_BYTES = 4096;
 
 export const DEFAULT_LIMITS: HttpLimits = {
@@ -117,7 +120,7 @@ export function scanJson(text: string, limit: number): JsonScan {
  * Whether JSON text could hold a `__proto__` or `constructor` key in any spelling (a key can hide
  * one only behind a `\u` escape). Only such text needs the prototype-poisoning checks of Fastify's
  * parser (secure-json-parse, two regex passes); for any other text plain JSON.parse gives the same
- * value (issue 15: ~2 µs of every JSON request).
+ * value (the poisoning checks cost ~2 µs of every JSON request).
  */
 export function mayPoison(text: string): boolean {
   return text.includes('\\u') || text.includes('__proto__') || text.includes('constructor');

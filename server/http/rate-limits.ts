@@ -1,4 +1,4 @@
-// Request rates (issue 9, L4), with @fastify/rate-limit's in-memory windows: routes that need no
+// Request rates, with @fastify/rate-limit's in-memory windows: routes that need no
 // credential per client address, webhook deliveries per client address, failed authentications per client address (counted when the
 // answer is a 401, refused at the next request once over), and every request per credential.
 // An exceeded limit is a 429 `{error}` with `Retry-After`.
@@ -44,7 +44,7 @@ export async function installRateLimits(app: App, limits: HttpLimits): Promise<v
     return c.keyId ? `key:${c.keyId}` : `user:${c.userId}:${c.teamId}`;
   });
 
-  // Callback hooks: most requests pass without a promise (issue 15: the exec hot path). Failed
+  // Callback hooks: most requests pass without a promise (the exec hot path). Failed
   // authentications are rare, so the per-address peek runs only while one was answered in the
   // window (it cannot find any count otherwise); a 401 starts a window again.
   let lastFailureAt = Number.NEGATIVE_INFINITY;

@@ -1,4 +1,4 @@
-// A request's logger is built on its first line (issue 15): a request that logs nothing builds
+// A request's logger is built on its first line: a request that logs nothing builds
 // none, and a line it does log carries the request id as before.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';

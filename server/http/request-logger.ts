@@ -1,4 +1,4 @@
-// Each request's logger (issue 15: the exec hot path). Fastify gives every request a pino child
+// Each request's logger, kept off the exec hot path. Fastify gives every request a pino child
 // bound to its request id; building one costs ~1-2 µs, and with per-request lines off (no -v)
 // most requests never log. This stands in for the child and builds it on the first line logged,
 // so a request that logs nothing pays for one small object; what it logs is unchanged.

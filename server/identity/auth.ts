@@ -33,7 +33,7 @@ declare module 'fastify' {
 const TOUCH_EVERY_MS = 60_000;
 
 /**
- * A valid API key is remembered this long (issue 15: one lookup per key, not per request, on the
+ * A valid API key is remembered this long (one lookup per key, not per request, on the
  * exec hot path). Revoking through this process forgets it at once; elsewhere (another control
  * plane on the same Postgres, the device flow) it stops working within this bound.
  * `SVC_AUTH_CACHE_MS=0` turns it off. The cache is keyed by the bearer string itself, so a hit
@@ -129,7 +129,7 @@ export class Authenticator {
 
 export function installAuth(app: App, auth: Authenticator): void {
   app.decorateRequest('caller', undefined as unknown as Caller);
-  // A callback hook, not an async one: a remembered key answers without a promise (issue 15).
+  // A callback hook, not an async one: a remembered key answers without a promise (the exec hot path).
   app.addHook('onRequest', (req: FastifyRequest, _reply, done) => {
     // Unmatched routes reach the not-found handler with no config; they need no credential.
     // Read once: Fastify builds a new routeOptions object on every access.

@@ -23,7 +23,10 @@ import { isMember } from './user-store.ts';
 export const DEVICE_CODE_TTL_SEC = 900;
 export const POLL_INTERVAL_SEC = 5;
 export const APPROVED_KEY_HOLD_MS = 15 * 60 * 1000;
-/** Unknown user codes one user may try before approvals lock for WRONG_CODE_LOCK_MS (L4). */
+/**
+ * Unknown user codes one user may try before approvals lock for WRONG_CODE_LOCK_MS: user codes are
+ * short, so unbounded tries could find someone else's pending code.
+ */
 export const MAX_WRONG_CODES = 5;
 export const WRONG_CODE_LOCK_MS = 15 * 60 * 1000;
 

@@ -1,4 +1,4 @@
-// Prometheus metrics of one control plane (issue 15), in a registry of its own (several servers
+// Prometheus metrics of one control plane, in a registry of its own (several servers
 // may share a test process): HTTP request latency by route, command latency by kind, deployment
 // phase durations by kind, and sidecar hosts connected. Exposed by routes.ts at GET /metrics.
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';

@@ -1,4 +1,4 @@
-// GET /metrics (issue 15): Prometheus text format. Its figures are process-wide (every team's
+// GET /metrics: Prometheus text format. Its figures are process-wide (every team's
 // requests, commands and pool versions), so no team credential reads it: only the operator's
 // SVC_METRICS_TOKEN (Prometheus sends it as `authorization: Bearer <token>`), compared in
 // constant time. Without that variable the route answers 404. Every request's latency is

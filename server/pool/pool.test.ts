@@ -1,4 +1,4 @@
-// Warm pools (issue 15) against the fake sidecar: members fork in the background and stay out of
+// Warm pools against the fake sidecar: members fork in the background and stay out of
 // listings, a claim hands one out at once and the pool refills, 20 concurrent claims never share
 // a member, and a new version (or DELETE) destroys the members.
 import assert from 'node:assert/strict';

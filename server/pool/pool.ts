@@ -1,4 +1,4 @@
-// Warm pools (issue 15): a healthy version keeps N forks ready, so `POST /v1/sandboxes
+// Warm pools: a healthy version keeps N forks ready, so `POST /v1/sandboxes
 // {from_version}` hands one out in milliseconds instead of forking on demand.
 //
 // - `POST /v1/versions/{ver}/pool {size}` sets the size; GET reads it; DELETE removes the pool
@@ -25,7 +25,7 @@ export const REFILL_EVERY_MS = 1000;
 /**
  * After a claim, the version's refill waits this long: the claimed sandbox's thaw and first
  * commands get the host before a replacement fork (compose, container starts: about a second of
- * both cores here) competes with them (issue 15: claim → first exec).
+ * both cores here) competes with them (otherwise it slows claim → first exec).
  */
 export const CLAIM_QUIET_MS = 500;
 const COMMAND_TIMEOUT_MS = 60_000;

@@ -1,4 +1,4 @@
-// Warm pool routes (issue 15): POST/GET/DELETE /v1/versions/{ver}/pool. The pool service is the
+// Warm pool routes: POST/GET/DELETE /v1/versions/{ver}/pool. The pool service is the
 // context's; it is started here and stopped with the app.
 import { Type } from '@sinclair/typebox';
 import type { AppContext } from '../context.ts';

@@ -1,4 +1,4 @@
-// The warm pool's rows (issue 15): one `pools` row per version with a pool, one `pool_members`
+// The warm pool's rows: one `pools` row per version with a pool, one `pool_members`
 // row per fork kept for it. A member row exists from the fork's start until it is claimed (the
 // row is deleted in the same statement that hands it out) or destroyed.
 import type { Queryable } from '../db/types.ts';

@@ -91,7 +91,7 @@ async function start(
   return deploySpec(ctx.db, ctx.engine, caller, project, spec, { env: name, target: pin });
 }
 
-/** A ready warm-pool member of `from_version` (issue 15), or null: it is healthy already. */
+/** A ready warm-pool member of `from_version`, or null: it is healthy already. */
 async function claimWarm(ctx: AppContext, caller: Caller, req: SandboxRequest, pin: string | null) {
   if (req.from_version === undefined || req.image !== undefined || pin) return null;
   const v = await envStore.getVersion(ctx.db, caller.teamId, req.from_version);

@@ -1,4 +1,4 @@
-// Collection of project contexts (issue 14): an upload is deleted, row and files, once it is older
+// Collection of project contexts: an upload is deleted, row and files, once it is older
 // than the grace period (SVC_UPLOADS_GRACE, default 24 h), no deploy has named it for that long,
 // and no version of an environment that still exists was deployed with it. A deploy in flight
 // names its upload when it is parsed (used_at), before its version exists, so the grace period

@@ -1,7 +1,7 @@
 // verify: stop, collect, snapshot, clone, grade, verdict. The agent is frozen and its declared
 // paths copied; the capture becomes a healthy version; a grader fork of it runs the verifier;
 // the grader fork is destroyed in the verdict. The agent environment keeps its current version.
-// A refused submission grades 0 at once: no snapshot, no grader fork (issue 17: each refused
+// A refused submission grades 0 at once: no snapshot, no grader fork (each refused
 // verify cost a capture and a fork for nothing); those phases are skipped with the reason.
 
 import { type Static, type TSchema, Type } from '@sinclair/typebox';
