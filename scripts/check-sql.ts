@@ -1,5 +1,5 @@
 /**
- * Stores own their SQL (DEVELOPERS.md, issue 10): SQL text may appear only in store modules
+ * Stores own their SQL (docs/architecture.md): SQL text may appear only in store modules
  * (`store.ts`, `*-store.ts`, a context's `store/` folder), in `server/db/` (the query layer and the
  * migrations) and in tests. Run by `npm run lint`; exits 1 naming every file:line that breaks it.
  */
