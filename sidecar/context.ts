@@ -47,11 +47,14 @@ export interface SidecarContext {
   readers: Map<string, Set<Promise<unknown>>>;
   /** The fault suite's hold hook (sidecar/test-hold.ts); absent unless SVC_TEST_HOOKS=1. */
   hold?: (point: string, commandId: string) => Promise<void>;
-  /** Each environment's network subnet (issue 15); Docker's default pools when absent. */
+  /**
+   * Each environment's network subnet; Docker's default pools when absent (they run out at about 30
+   * networks).
+   */
   subnets?: SubnetAllocator;
   /** Unused built images younger than this are kept as a build cache (SVC_BUILD_KEEP). */
   buildKeepMs?: number;
-  /** Bounds the stack operations running at once (issue 15); unbounded when absent. */
+  /** Bounds the stack operations running at once (hundreds thrash Docker); unbounded when absent. */
   pool?: StackPool;
 }
 

@@ -1,6 +1,6 @@
 // Every command payload is checked on receipt against its schema in protocol/payloads.ts: a
 // malformed one is refused with the field it got wrong and never reaches a handler; a valid one
-// reaches its handler typed, with the schema's defaults filled in (issue 10 §1).
+// reaches its handler typed, with the schema's defaults filled in.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

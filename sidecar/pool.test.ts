@@ -1,4 +1,4 @@
-// The host's stack-operation pool (issue 15): never more than `size` at once, waiting ones start
+// The host's stack-operation pool: never more than `size` at once, waiting ones start
 // in arrival order with teardowns first, each waiting one hears how many are ahead, and a failing
 // operation frees its slot.
 import assert from 'node:assert/strict';

@@ -1,4 +1,4 @@
-// A bounded worker pool for the host's stack operations (issue 15, density): env.create, env.fork
+// A bounded worker pool for the host's stack operations (density): env.create, env.fork
 // and env.rollback (setup) and env.destroy (teardown) each run compose, create or remove a Docker
 // network and containers, and change firewall rules. Two hundred of them at once make the engine
 // and the CPU thrash, so at most `size` run at a time and the rest wait in arrival order, each

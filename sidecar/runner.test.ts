@@ -1,5 +1,5 @@
 // A command cut off by a crash is answered once after the restart, and an undo that fails is
-// logged with its reason instead of being dropped (issue 9 §3).
+// logged with its reason instead of being dropped.
 import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';

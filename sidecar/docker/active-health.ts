@@ -1,4 +1,4 @@
-// Active health (issue 15): the sidecar starts a stack's containers itself, in dependency order,
+// Active health: the sidecar starts a stack's containers itself, in dependency order,
 // and runs each service's healthcheck test through the Engine API every PROBE_EVERY_MS from the
 // moment its container starts, instead of waiting for Docker's healthcheck `interval` (5 s in a
 // typical compose file, and `depends_on: service_healthy` chains those waits).

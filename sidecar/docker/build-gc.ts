@@ -1,4 +1,4 @@
-// Collection of the images this sidecar built (`svc-build:*`, issue 14). An image is kept while
+// Collection of the images this sidecar built (`svc-build:*`). An image is kept while
 // anything on the host may still run it: a service of an environment's current spec or of a
 // version it can roll back to (`envs/*/spec.json`, `envs/*/versions/*.json`), any container
 // (running or not, whoever made it), or an env.create in progress (held from before its build

@@ -251,7 +251,7 @@ async function saveState(engine: DockerEngine, db: Database) {
 /** Between polls of a running save; each poll is a docker exec, itself tens of milliseconds. */
 const POLL_MS = 25;
 
-// The usual save in one exec (issue 15: each exec is tens of milliseconds of Docker's time, and
+// The usual save in one exec (each exec is tens of milliseconds of Docker's time, and
 // BGSAVE then polling INFO took three to five of them): the container's shell asks for the save,
 // then every 10 ms looks whether the dump file was replaced (the save's child writes a temporary
 // file, syncs it and renames it over the dump as its last step, so a new inode is a complete new

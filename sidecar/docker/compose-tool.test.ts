@@ -1,4 +1,4 @@
-// The compose tool (issue 15): v2 runs as the plugin's own binary when that answers the same
+// The compose tool: v2 runs as the plugin's own binary when that answers the same
 // version as `docker compose`, one process per call instead of three; what it does and how its
 // errors read stay those of `docker compose`.
 import assert from 'node:assert/strict';

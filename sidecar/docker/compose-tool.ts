@@ -17,7 +17,7 @@ export interface ComposeTool {
   /**
    * What is run, when it differs from `argv`: the v2 plugin's own binary (standalone mode). Through
    * `docker compose` every call is three Go processes (the CLI, the plugin's metadata call, the
-   * plugin); the binary alone is one, about a quarter of the CPU (issue 15).
+   * plugin); the binary alone is one, about a quarter of the CPU.
    */
   program?: string[];
 }

@@ -1,4 +1,4 @@
-// Stack.down through the Engine API (issue 15): everything of the project goes by its labels even
+// Stack.down through the Engine API: everything of the project goes by its labels even
 // when the compose file is gone (a crash between render and record), when someone removed a
 // container first, and when two downs race; the deny stack's firewall rules go with it.
 import assert from 'node:assert/strict';

@@ -196,7 +196,7 @@ export class DockerEngine {
 
   /**
    * Pauses or unpauses exactly these containers, all at once: a snapshot's frozen_for is the
-   * slowest freeze, not their sum, and a caller that listed them before its freeze (issue 15)
+   * slowest freeze, not their sum, and a caller that listed them before its freeze
    * keeps the listing out of it.
    */
   async freezeEach(op: 'pause' | 'unpause', todo: ServiceContainer[]): Promise<void> {

@@ -1,4 +1,4 @@
-// The host firewall rules of deny stacks (issue 15 batches them): adding is idempotent and
+// The host firewall rules of deny stacks, added in batches: adding is idempotent and
 // completes a half-present set, removing takes every copy of one environment's rules and nothing
 // of another's, also when two removals race. Runs on this machine's iptables in a chain of its own
 // (filter, entered from INPUT, and mangle, entered from FORWARD).

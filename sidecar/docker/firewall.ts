@@ -1,6 +1,6 @@
 // Host firewall rules for deny stacks, in a chain of ours in two tables, each entered only for
 // packets from our bridges (`-i svc+`, every stack's bridge is `svc` + 12 hex), so the host's
-// other traffic walks none of them (issue 15: 346 leftover rules cost a control plane on the same
+// other traffic walks none of them (measured: 346 leftover rules cost a control plane on the same
 // machine ~30 µs per exec, ~13%, and more than half of its idle CPU), and, where the kernel has
 // the physdev match, not traffic between a stack's own services either.
 // - filter INPUT: Docker's `internal: true` leaves packets addressed to the host itself (the
@@ -50,7 +50,7 @@ const HOOKS: readonly Hook[] = [
     rules: (bridge, tag) => [
       ['-i', bridge, '-m', 'conntrack', '--ctstate', 'RELATED,ESTABLISHED', ...tag, '-j', 'RETURN'],
       // TCP is refused rather than dropped, so a probe (and a user's client) learns at once instead
-      // of after a connect timeout (issue 15: the egress probe waited 4 s on every deny start).
+      // of after a connect timeout (the egress probe once waited 4 s on every deny start).
       ['-i', bridge, '-p', 'tcp', ...tag, '-j', 'REJECT', '--reject-with', 'tcp-reset'],
       ['-i', bridge, ...tag, '-j', 'DROP'],
     ],
@@ -194,7 +194,7 @@ async function chainRules(program: string, table: string, chain: string): Promis
 
 /**
  * One family: one `-S` per table, then what is missing of the env's rules and of the jumps in one
- * `-restore` batch (issue 15: one check-then-append process per rule made 16 iptables processes per
+ * `-restore` batch (one check-then-append process per rule made 16 iptables processes per
  * deny start, each loading the whole ruleset). An incomplete set is replaced whole in that batch,
  * so its rules keep their order.
  */

@@ -1,4 +1,4 @@
-// Every service of a rendered stack on real Docker (issue 17): `NoNewPrivs: 1` in each container,
+// Every service of a rendered stack on real Docker: `NoNewPrivs: 1` in each container,
 // an init process as PID 1 that reaps orphans (zombies once used up the pid limit and blocked every
 // exec), volumes mounted nosuid,nodev inside the container (the storage layer's mount), the disk
 // limit enforced inside the container, and a log

@@ -1,4 +1,4 @@
-// The spare's shell text without Docker (issue 15): quoting, the environment it restores, the
+// The spare's shell text without Docker: quoting, the environment it restores, the
 // switch. Real shells run it in spare.test.ts (ash, dash).
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';

@@ -1,4 +1,4 @@
-// The shell text of a spare exec (issue 15; see spare.ts): the script the spare starts with and
+// The shell text of a spare exec (see spare.ts): the script the spare starts with and
 // the one line that hands it a command. Only POSIX sh and its builtins (dash, bash, busybox ash).
 //
 // The script prints READY, reads one line from stdin and evals it. The line re-creates the argv

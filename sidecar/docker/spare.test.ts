@@ -1,4 +1,4 @@
-// Spare execs (issue 15) on real Docker, in busybox (ash) and Debian (dash) containers: a command
+// Spare execs on real Docker, in busybox (ash) and Debian (dash) containers: a command
 // run on a spare gets exactly what a plain Engine API exec gets (argv bytes, environment, exit
 // code, stdout and stderr apart, end of input, Docker's refusal of a missing program), a killed
 // spare is dropped and the exec still runs, a timeout kills the command, and only a caller that

@@ -1,4 +1,4 @@
-// Spare execs (issue 15, goal 3): an Engine API exec started ahead of time in a container, a
+// Spare execs: an Engine API exec started ahead of time in a container, a
 // shell waiting for one command on stdin, so the exec that takes it skips Docker's exec create
 // and runc's start (~55 ms here) and pays only a pipe write.
 //

@@ -42,7 +42,7 @@ export interface StackOptions {
   /** Host part of endpoints; default the host's primary IPv4 address. */
   endpointHost?: string;
   firewall?: FirewallOptions;
-  /** Gives the stack's network a subnet of its own (issue 15); Docker's pools when absent. */
+  /** Gives the stack's network a subnet of its own; Docker's pools when absent. */
   subnets?: SubnetAllocator;
   /** The engine bounds writable layers: services' `storage_opt` sizes are rendered. */
   layerQuota?: boolean;
@@ -198,7 +198,7 @@ export class Stack {
    * No stop grace: every caller (destroy, rollback, a failed create or fork) discards or replaces
    * the data next, so a clean shutdown buys nothing and a 10 s grace made each grader fork's
    * teardown, and so every verify, 10 s slower. Through the Engine API by the project's labels,
-   * what `compose down -v -t 0` does without starting the compose CLI (issue 15: one CLI process
+   * what `compose down -v -t 0` does without starting the compose CLI (one CLI process
    * per destroy cost more CPU than the removals themselves).
    */
   async down(): Promise<void> {

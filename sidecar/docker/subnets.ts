@@ -1,4 +1,4 @@
-// Subnet allocation (issue 15): one bridge network per environment exhausts Docker's default
+// Subnet allocation: one bridge network per environment exhausts Docker's default
 // address pools at about 30 networks, so the sidecar gives each environment a small subnet of
 // its own from a configurable private range and renders it into the compose file.
 //

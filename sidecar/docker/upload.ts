@@ -1,4 +1,4 @@
-// An upload (env.put) is rewritten before Docker extracts it (issue 17): every entry is owned by
+// An upload (env.put) is rewritten before Docker extracts it: every entry is owned by
 // the service's own user, loses setuid/setgid bits, PAX ownership and xattrs; devices, FIFOs and
 // other special entries are refused; the files' total real size (PAX sparse counted expanded) is
 // capped. Docker's archive API then extracts only what this produced.

@@ -1,5 +1,5 @@
-// Who a service runs as, the way Docker decides it (spec "Isolation guarantees" 1; issue 17: the
-// parser refused `0`, `00`, `root` but `-0` ran the agent as root). Docker reads the user part
+// Who a service runs as, the way Docker decides it (spec "Isolation guarantees" 1; the
+// parser once refused `0`, `00`, `root` but `-0` ran the agent as root). Docker reads the user part
 // with Go's strconv.Atoi, so an optional sign and any number of zeros is uid 0; anything else that
 // is not a number is a name looked up in the image's /etc/passwd. Used for the agent service before
 // it starts (refuse uid 0 by any spelling or name), after it starts (its real uid, from the

@@ -1,4 +1,4 @@
-// The agent service never runs as uid 0, on real Docker through env.create (issue 17: the parser
+// The agent service never runs as uid 0, on real Docker through env.create (the parser once
 // refused `0` and `root` but `-0`, which Docker reads as uid 0, ran the agent as root). Refused
 // before start: `-0` and a user name that the image's /etc/passwd maps to uid 0. After start, the
 // kernel's uid of the agent's process is checked.

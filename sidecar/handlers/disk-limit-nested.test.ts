@@ -1,4 +1,4 @@
-// Issue 17 on real Docker and btrfs: a container, as an unprivileged user, creates a btrfs
+// A disk limit on real Docker and btrfs: a container, as an unprivileged user, creates a btrfs
 // subvolume inside its volume itself (BTRFS_IOC_SUBVOL_CREATE through perl, which the Debian
 // test image has) and writes twice the env's limit into it: that works until svcd touches the env
 // (env.snapshot here; the periodic sweep is stopped so the hole is shown first), and is refused

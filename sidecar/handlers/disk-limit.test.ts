@@ -1,4 +1,4 @@
-// The disk limit across an environment's volumes through real deploys (issue 17): env.create on the
+// The disk limit across an environment's volumes through real deploys: env.create on the
 // btrfs backend (a loop device) and the zfs backend (a zfs-fuse pool) with `disk_mb`, a service
 // writing 60% of the limit into each of two volumes (the second write fails), a fork of a version
 // bounded by its own limit, and env.destroy releasing the qgroup or dataset.

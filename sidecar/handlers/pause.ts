@@ -1,6 +1,6 @@
 // env.pause / env.unpause: freeze or thaw every container of the stack (spec "Command kinds"). A
 // pause first gives the exec default service (the agent, else the first service) a spare exec
-// (issue 15, docker/spare.ts), so the first exec after the thaw — a warm-pool claim's — skips
+// (docker/spare.ts), so the first exec after the thaw — a warm-pool claim's — skips
 // Docker's exec start. The wait for it is bounded: the pause happens anyway.
 import type { Results } from '../../protocol/commands.ts';
 import { settledWithin } from '../../shared/concurrency.ts';

@@ -1,6 +1,6 @@
 // env.snapshot: checkpoint the databases, freeze every container, capture every volume under the
 // snapshot name, thaw all but `keep_paused`, and wait for health (spec "Command kinds"). Everything
-// that can happen before the freeze or after the thaw does (issue 15: frozen_for).
+// that can happen before the freeze or after the thaw does, to keep frozen_for short.
 import type { Results } from '../../protocol/commands.ts';
 import { settledWithin } from '../../shared/concurrency.ts';
 import { requireSpec, type SidecarContext, saveVersionSpec, stackOf } from '../context.ts';
@@ -29,7 +29,7 @@ export async function envSnapshot(
   const wanted = spec.services.filter((s) => !keep.includes(s.name));
   const healthyBefore = checkHealthyBefore(engine, wanted, listed).catch(() => undefined);
   // The snapshot deployment's next phase runs a command in the first service (spec: health): a
-  // spare exec started now, hidden behind the checkpoints, takes it after the thaw (issue 15).
+  // spare exec started now, hidden behind the checkpoints, takes it after the thaw.
   const first = spec.services[0]?.name;
   const spare =
     first && !keep.includes(first) ? primeSpare(engine, first, listed).catch(() => false) : undefined;
@@ -43,8 +43,8 @@ export async function envSnapshot(
     consistent = false;
     cmd.progress(`checkpoint failed, capturing crash-consistent: ${(err as Error).message}`);
   }
-  // The freeze covers only the capture (issue 15): the volumes are flushed and the containers
-  // listed while the stack still runs; paused, the storage layer's copy is one reflink.
+  // The freeze covers only the capture, to keep frozen_for short: the volumes are flushed and the
+  // containers listed while the stack still runs; paused, the storage layer's copy is one reflink.
   const passedBefore = await healthyBefore;
   if (spare) await settledWithin(spare, SPARE_READY_WAIT_MS);
   await ctx.storage.prepareSnapshot?.(cmd.envId, name, spec.volumes);

@@ -1,4 +1,4 @@
-// Spare execs through the sidecar's handlers on real Docker (issue 15 goal 3): env.pause leaves
+// Spare execs through the sidecar's handlers on real Docker: env.pause leaves
 // the exec default service (the agent) with a ready spare, frozen with the stack; the first
 // env.exec after env.unpause runs on it and a new one follows; a timeout on a spare is env.exec's
 // 124 with the partial output; env.snapshot leaves the first service one for its health phase;

@@ -1,4 +1,4 @@
-// Uploads on real Docker through env.put (issue 17): a 10 KiB PAX-sparse tar of a 1 GiB file, device
+// Uploads on real Docker through env.put: a 10 KiB PAX-sparse tar of a 1 GiB file, device
 // nodes and FIFOs are refused; a setuid-root file arrives owned by the service's user without its
 // setuid bit; nothing is created as given.
 import assert from 'node:assert/strict';

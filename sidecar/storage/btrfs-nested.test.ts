@@ -1,4 +1,4 @@
-// A subvolume made inside a volume (issue 17: the ioctl needs no privilege, so any container can)
+// A subvolume made inside a volume (the ioctl needs no privilege, so any container can)
 // on a real btrfs with full qgroup accounting: before svcd sees it, it is outside the env's limit;
 // once the sweep ran (called, or its timer, waited for by its effect), writes past the env's limit
 // fail. Snapshots and forks hold an empty directory in its place; destroy removes everything.

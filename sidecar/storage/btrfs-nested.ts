@@ -1,4 +1,4 @@
-// Subvolumes a container creates inside its volume (issue 17, disk limits on btrfs). The
+// Subvolumes a container creates inside its volume (disk limits on btrfs). The
 // BTRFS_IOC_SUBVOL_CREATE ioctl needs only write access to the directory, so any container can
 // make one. With full qgroup accounting (this kernel, 6.18, checked) a new subvolume gets only its
 // own level-0 qgroup and joins no group, so what is written into it would not count against its

@@ -1,4 +1,4 @@
-// btrfs disk limits (issue 17: "a disk limit across its volumes ... qgroups on btrfs"). Each
+// btrfs disk limits: one limit across all of an environment's volumes, with qgroups. Each
 // environment gets a level-1 qgroup `1/<n>` (n from a hash of the env id, recorded in
 // `envs/<env>/qgroup` so it survives restarts) whose referenced-bytes limit is the env's limit.
 // Every subvolume the env makes joins it when created (`-i 1/<n>`): volumes, a fork's clones,

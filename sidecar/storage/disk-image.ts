@@ -1,6 +1,6 @@
-// One environment's disk (issue 15): an XFS file system in a sparse image file, loop-mounted
+// One environment's disk: an XFS file system in a sparse image file, loop-mounted
 // `nosuid,nodev,nouuid` at `envs/<env>/vol`. The file system's size is the environment's disk
-// limit (issue 17), enforced by the kernel as ENOSPC whatever the host's file system can do. The
+// limit, enforced by the kernel as ENOSPC whatever the host's file system can do. The
 // image file is the unit of copy-on-write: on a data dir that clones (svcd's XFS store, XFS with
 // reflink=1, btrfs) a snapshot, a fork and a rollback are one FICLONE of the image, whose cost
 // depends on its extent count, not on the data.
@@ -155,7 +155,7 @@ const PLAIN = /^[A-Za-z0-9_.,+=@%/-]+$/;
 
 /**
  * A process waiting to capture image `src` of the file system mounted at `dir`, started before
- * the caller pauses the stack (issue 15: frozen_for). Where the image's file system clones,
+ * the caller pauses the stack, to keep frozen_for short. Where the image's file system clones,
  * xfs_io runs syncfs(2) and FICLONE itself when its commands arrive on stdin: with the stack
  * paused nothing writes, so once syncfs has returned every write made before the pause is in the
  * image (data, and metadata in its log: a clone replays the log when mounted, like after a power

@@ -1,7 +1,7 @@
 // Per-environment disk images (images.ts) on a data dir that clones (XFS reflink=1 on a loop
 // device): snapshot, fork and rollback are reflinks of the image, the disk limit is the image's
 // file system and grows on a redeploy, mounts come back after a restart or a reboot, crashes leave
-// whole images, and environments made with issue 17's ext4 disks keep working.
+// whole images, and environments made with the older ext4 disks keep working.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { open, readdir, readFile, stat, statfs, writeFile } from 'node:fs/promises';

@@ -1,4 +1,4 @@
-// `dir` storage with one disk image per environment (issue 15 on top of issue 17's disk limits):
+// `dir` storage with one disk image per environment (on top of the disk limits):
 // where no XFS project quota can bound an environment (this kernel has no CONFIG_XFS_QUOTA), its
 // volumes live in a file system of its own, and that file system's image is what is snapshotted,
 // forked and rolled back (disk-image.ts). On a data dir that clones, each is one reflink of the
@@ -63,7 +63,7 @@ export class ImageBackend implements StorageBackend {
     return this.layout.volumePath(envId, volume);
   }
 
-  /** An env whose volumes predate images: an ext4 disk from issue 17, or plain directories. */
+  /** An env whose volumes predate images: an older ext4 disk, or plain directories. */
   private async legacy(envId: string): Promise<boolean> {
     if (await exists(this.layout.diskImage(envId))) return false;
     if (await exists(this.layout.legacyDisk(envId))) return true;

@@ -2,7 +2,7 @@
 // `storage`). ZFS only when the configured pool exists; btrfs when the data dir is on btrfs and we
 // run as root (deleting subvolumes needs it); otherwise directories, which still get reflink
 // copy-on-write copies from `cp --reflink=auto` on XFS (reflink=1) or btrfs. Where the data dir
-// cannot clone, `xfsLoop` puts the datasets on an XFS image instead (xfs-loop.ts, issue 15).
+// cannot clone, `xfsLoop` puts the datasets on an XFS image instead (xfs-loop.ts).
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { btrfsBackend } from './btrfs.ts';

@@ -48,7 +48,7 @@ export class Layout {
   diskNew(envId: string): string {
     return join(this.envDir(envId), '.disk.img.new');
   }
-  /** Where issue 17 kept an env's ext4 image; such envs keep using it. */
+  /** Where envs made before disk images kept their ext4 image; such envs keep using it. */
   legacyDisk(envId: string): string {
     return join(this.dataDir, 'disks', `${checkName('env id', envId)}.img`);
   }

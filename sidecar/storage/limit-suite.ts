@@ -1,4 +1,4 @@
-// One disk limit across all of an environment's volumes (issue 17), on a real btrfs or zfs-fuse:
+// One disk limit across all of an environment's volumes, on a real btrfs or zfs-fuse:
 // two volumes each written to 60% of the limit, and the second write fails, while another env
 // and the host are untouched. The limit holds for volumes added later (after an svcd restart),
 // for forks (each their own) and after rollbacks; data only a version keeps counts; destroy

@@ -1,4 +1,4 @@
-// Disk limits for the directory-tree backends (issue 17: one environment could fill its host).
+// Disk limits for the directory-tree backends (without them one environment could fill its host).
 // An environment's volumes all live in `envs/<env>/vol/`, so one bound on that directory bounds
 // them together. How depends on the data dir's file system, decided once:
 //
@@ -6,7 +6,7 @@
 //   XFS project (id derived from the env id) with a hard block and inode limit. Copies into it
 //   inherit the project, so reflink clones and renames keep working inside `vol/`.
 // - Anywhere else, as root: `vol/` is a file system of its own. New environments get an XFS disk
-//   image the storage layer snapshots and forks as a whole (images.ts, issue 15); environments
+//   image the storage layer snapshots and forks as a whole (images.ts); environments
 //   made before that keep ext4 in a sparse `disks/<env>.img` of the limit's size (LoopDisks below),
 //   loop-mounted `nosuid,nodev`. Writes past either get ENOSPC.
 // - btrfs: a qgroup per env that all its subvolumes join, with the limit (btrfs-quota.ts).

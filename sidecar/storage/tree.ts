@@ -100,7 +100,7 @@ export class TreeBackend implements StorageBackend {
     await this.removeSnapshotDir(tmp);
     await mkdir(tmp, { recursive: true });
     try {
-      // All volumes at once: the stack is frozen for this (issue 15: frozen_for).
+      // All volumes at once: the stack is frozen for this (frozen_for: the slowest copy, not the sum).
       await Promise.all(
         volumes.map((v) => this.ops.copy(this.layout.volumePath(envId, v), join(tmp, v), true)),
       );

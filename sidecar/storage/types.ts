@@ -27,7 +27,7 @@ export interface StorageBackend {
     volumes: string[],
     /**
      * Called once the content is captured and before it is made durable and published, so the
-     * caller can thaw the stack early (issue 15: frozen_for). Backends whose snapshot is one
+     * caller can thaw the stack early (a short frozen_for). Backends whose snapshot is one
      * atomic step (zfs) may not call it; the caller thaws afterwards then.
      */
     captured?: () => Promise<void>,
@@ -35,7 +35,7 @@ export interface StorageBackend {
   /**
    * Optional, before the caller pauses the stack for `snapshot` of the same name: checks it can be
    * taken and flushes the env's volumes, so the capture under the freeze has little left to do
-   * (issue 15: frozen_for). The snapshot still reports any error.
+   * (a short frozen_for). The snapshot still reports any error.
    */
   prepareSnapshot?(envId: string, name: string, volumes: string[]): Promise<void>;
   hasSnapshot(envId: string, name: string): Promise<boolean>;

@@ -1,4 +1,4 @@
-// Copy-on-write on any machine (issue 15): when the data directory's file system cannot clone
+// Copy-on-write on any machine: when the data directory's file system cannot clone
 // (ext4), svcd keeps its datasets on XFS with reflink=1 in a sparse image file it creates under
 // the data dir, attaches to a loop device and mounts (with `prjquota`, so per-environment disk
 // limits can use XFS project quotas). `envs/` and `snaps/` become symlinks into the mount, so the
@@ -237,7 +237,7 @@ export function growing(backend: StorageBackend, loop: XfsLoop): StorageBackend 
     prepareSnapshot:
       backend.prepareSnapshot && ((env, name, vols) => backend.prepareSnapshot!(env, name, vols)),
     destroy: (env) => backend.destroy(env),
-    // The backend decides how an env's disk is bounded (issue 17): XFS project quotas when the image
+    // The backend decides how an env's disk is bounded: XFS project quotas when the image
     // is mounted with prjquota, else a disk image per env, itself reflinked as a whole (images.ts).
     setQuota: (env, bytes) => backend.setQuota(env, bytes),
     prepare: roomFirst((env: string, vols: string[]) => backend.prepare(env, vols)),

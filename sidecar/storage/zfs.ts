@@ -19,7 +19,7 @@
 // into that fork, then destroys the env's datasets leaves first with plain -r. History moved into
 // a fork stays tagged with this env and is destroyed (deferred while other forks still need it).
 //
-// Disk limit (issue 17): `quota` on `<pool>/envs/<env>` bounds all its descendants together, so
+// Disk limit: `quota` on `<pool>/envs/<env>` bounds all its descendants together, so
 // every volume, clone and rollback dataset is inside the env's one limit, and so is the history
 // its versions keep. A fork is a clone: what it shares with its origin is charged to the origin,
 // the fork's own quota counts what it writes (and its own versions).

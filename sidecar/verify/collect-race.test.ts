@@ -1,5 +1,5 @@
 // verify.collect on real Docker against a sibling service that shares the agent's volume and keeps
-// swapping the collected directory with a symlink to a host directory (issue 17: with only the
+// swapping the collected directory with a symlink to a host directory (with only the
 // agent frozen and a path-string walk, 1 verify in 3 copied host files). 200 collects: no byte of
 // the host directory reaches the submission or a result. Then destroy removes the verify work
 // directories and the stored results of the environment's commands.

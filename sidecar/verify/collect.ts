@@ -1,7 +1,7 @@
 // verify.collect: freeze the stack and copy each declared path of the agent service into a
 // root-owned directory on the host, never following a symlink. Every service is frozen, not only
 // the agent: a sibling sharing the agent's volume could otherwise swap a collected directory for
-// a symlink mid-copy (issue 17). The copy reads through the frozen container's root
+// a symlink mid-copy. The copy reads through the frozen container's root
 // (/proc/<pid>/root) with every component pinned by a descriptor (copy.ts, pinned.ts), so even an
 // unfrozen writer could not point it at the host. Then the copy itself is walked with lstat and
 // checked against the limits. Anything refused removes the whole copy. The agent stays paused;

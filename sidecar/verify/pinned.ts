@@ -1,6 +1,6 @@
 // Reading a container's files through descriptors pinned one path component at a time, so a
 // name swapped for a symlink between two steps can never send the read elsewhere (spec
-// "Isolation guarantees" 3; issue 17: a sibling raced `renameat2(RENAME_EXCHANGE)` against a
+// "Isolation guarantees" 3; a sibling once raced `renameat2(RENAME_EXCHANGE)` against a
 // path-string walk under /proc/<pid>/root and got host files copied).
 //
 // Node has no openat(2). `/proc/self/fd/<dirfd>/<name>` is the same lookup: the kernel jumps to
