@@ -1,4 +1,4 @@
-// What a disk limit across an env's volumes (issue 17) costs the storage operations training loops
+// What a disk limit across an env's volumes costs the storage operations training loops
 // repeat: N forks of one version, then a snapshot, a rollback and a destroy of each fork, with the
 // same run's baseline without limits. btrfs with full quota accounting rescans after each fork
 // (and after snapshots/rollbacks of envs that share data across groups); with simple quotas

@@ -24,7 +24,7 @@ const { values } = parseArgs({
     count: { type: 'string', default: '0' },
   },
 });
-// --xfs: the sidecar keeps its datasets on its own XFS image (the --dev default; issue 15).
+// --xfs: the sidecar keeps its datasets on its own XFS image (the --dev default).
 if (values.xfs) process.env.SVC_XFS_LOOP = 'auto';
 const RUNS = Math.max(1, Number(values.runs));
 const COUNT = Math.min(100, Math.max(0, Number(values.count)));

@@ -1,6 +1,6 @@
 // What the hub's database writes cost, apart from everything else: the row writes of every command
-// (insert and finish, the ack time carried by the finish; server/hosts/command-store.ts; before
-// issue 15 the ack was a third write, kept here as the baseline) and the heartbeat flush every 5 s
+// (insert and finish, the ack time carried by the finish; server/hosts/command-store.ts; the
+// ack was once a third write, kept here as the baseline) and the heartbeat flush every 5 s
 // (server/hosts/hub.ts), measured as the control plane does them and as proposed alternatives.
 // CPU time per command is the figure that matters on a 2-core machine; wall time is shown too.
 //   node bench/hub/db-writes.ts [--commands 20000] [--hosts 10000] [--db sqlite,postgres]

@@ -1,4 +1,4 @@
-// Where a warm-pool claim → first exec goes (issue 15 goal 3): the control plane's own view of the
+// Where a warm-pool claim → first exec goes: the control plane's own view of the
 // two commands (env.unpause in the claim, env.exec) from their rows, and the same Docker work done
 // raw on the claimed stack's containers right after, as the same-run baseline: listing the
 // project's containers, unpausing them all in parallel (after pausing them again), an Engine API

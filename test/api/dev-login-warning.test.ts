@@ -1,5 +1,5 @@
 // SVC_DEV_LOGIN=1 signs anyone who reaches the server in as any existing user: the program says so
-// at start when it listens beyond loopback, and stays quiet on 127.0.0.1 (issue 17).
+// at start when it listens beyond loopback, and stays quiet on 127.0.0.1.
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';

@@ -1,4 +1,4 @@
-// GET /v1/events/stream (issue 13): Server-Sent Events with /v1/events' credential and subject
+// GET /v1/events/stream: Server-Sent Events with /v1/events' credential and subject
 // filter, only the caller's team, heartbeat comments, and Last-Event-ID resumption that neither
 // loses nor repeats an event.
 import assert from 'node:assert/strict';

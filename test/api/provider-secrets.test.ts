@@ -1,4 +1,4 @@
-// Provider tokens at rest (issue 11): sealed with AES-256-GCM, key from SVC_SECRETS_KEY or a 0600
+// Provider tokens at rest: sealed with AES-256-GCM, key from SVC_SECRETS_KEY or a 0600
 // key file beside the embedded database; migration 4 seals rows written before it; masked in answers.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';

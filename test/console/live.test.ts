@@ -1,5 +1,5 @@
-// The console's live pages in real Chromium on the real control plane with a fake sidecar
-// (issue 13): a deployment page follows a deploy to its end without a reload, an environment page
+// The console's live pages in real Chromium on the real control plane with a fake sidecar:
+// a deployment page follows a deploy to its end without a reload, an environment page
 // shows versions and a fork's lineage, and the page can read nothing from another origin.
 import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';

@@ -1,4 +1,4 @@
-// The console in real Chromium on the real control plane (issue 13): dev login → projects, the
+// The console in real Chromium on the real control plane: dev login → projects, the
 // sign-in fragment, `svc login --no-browser` approved on the device page (by keyboard), a wrong
 // or expired code approving nothing, the team switch, keys, clouds and the join command. Every
 // session ends by asserting no page error and no request to another origin (browser.ts).

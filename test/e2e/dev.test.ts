@@ -107,7 +107,7 @@ describe('svc-server --dev', { skip: tier('docker') }, () => {
     assert.equal(readFileSync(join(dir, '.svc', 'dev-api-key'), 'utf8').trim(), key);
     await until(async () => (await hosts(port, key)).some((h) => h.connected), 'local host connected');
     const first = (await hosts(port, key))[0].ID;
-    // --dev gives the local sidecar copy-on-write even on ext4: its own XFS image (issue 15).
+    // --dev gives the local sidecar copy-on-write even on ext4: its own XFS image.
     const cow = (await hosts(port, key))[0].Capabilities.cow;
     // (On a temp dir that clones by itself it reports that instead.)
     if (fsTier('xfs') === false) assert.ok(['xfs-loop', 'reflink', 'btrfs'].includes(cow), `cow: ${cow}`);

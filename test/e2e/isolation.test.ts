@@ -1,7 +1,7 @@
-// Issue 17 end to end: control plane, real svcd, real Docker. x-svc.disk_mb reaches the version's
+// Isolation end to end: control plane, real svcd, real Docker. x-svc.disk_mb reaches the version's
 // spec, the prepare evidence and the host, where a write past it fails inside the container; every
 // service runs with NoNewPrivs; an upload with a device node is a 400 that never reaches the host;
-// a redeploy with a larger limit grows the disk under the running stack (issue 15).
+// a redeploy with a larger limit grows the disk under the running stack.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import tar from 'tar-stream';

@@ -1,4 +1,4 @@
-// Warm pool on a real sidecar and real Docker (issue 15): members are real forks whose containers
+// Warm pool on a real sidecar and real Docker: members are real forks whose containers
 // wait paused; a claim thaws one and it answers exec at once; the network has its own subnet.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';

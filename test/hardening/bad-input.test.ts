@@ -1,7 +1,7 @@
-// Issue 9, findings of the bad-input probe: M3 (a NUL in free text was a 500 on Postgres; now a
-// 400 on every backend, changing nothing), L3 (cloud config keys named like Object.prototype
-// members are refused), L5 (warm refuses NUL like compose values), L6 (one rule for unknown body
-// fields: refused with 400 naming the field; expected 502/503 answers log one warn line).
+// Findings of the bad-input probe: a NUL in free text was a 500 on Postgres (now a 400 on every
+// backend, changing nothing); cloud config keys named like Object.prototype members are refused;
+// warm refuses NUL like compose values; one rule for unknown body fields (refused with 400 naming
+// the field); expected 502/503 answers log one warn line.
 import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import { after, before, test } from 'node:test';

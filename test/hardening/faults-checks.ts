@@ -1,4 +1,4 @@
-// What must hold after any fault (issue 9, R1): no deployment left `running`, every command
+// What must hold after any fault: no deployment left `running`, every command
 // answered exactly once, no orphan container, network or dataset, and every environment usable
 // (exec works) or cleanly failed.
 import assert from 'node:assert/strict';
@@ -35,7 +35,7 @@ export async function checkInvariants(s: FaultStack, firstService: string): Prom
 
   assert.deepEqual(s.runningOnHost(), [], 'a command is still marked running on the host');
   // A result the control plane took as success is the one the host stored (never run twice).
-  // Destroying an environment removes the stored results of its commands (issue 17) but its own.
+  // Destroying an environment removes the stored results of its commands but its own.
   for (const c of s.query<{ id: string; kind: string }>(
     `SELECT c.id, c.kind FROM commands c LEFT JOIN environments e ON e.id = c.env_id
       WHERE c.status = 'succeeded' AND (e.status IS NULL OR e.status <> 'destroyed' OR c.kind = 'env.destroy')`,

@@ -1,4 +1,4 @@
-// The fault suite's stack (issue 9, R1): the real svc-server program as a child process on a fixed
+// The fault suite's stack: the real svc-server program as a child process on a fixed
 // port and one SQLite file (so it can be SIGKILLed and started again on the same database), the
 // real svcd with its test hold hook (sidecar/test-hold.ts) dialling through a TCP proxy the test
 // can cut, and real Docker. Nothing here sleeps to "let something happen": every wait is for an

@@ -1,4 +1,4 @@
-// Faults (issue 9, R1), on real Docker with the real svc-server and svcd programs. For each
+// Faults, on real Docker with the real svc-server and svcd programs. For each
 // command kind, the command is stopped in its middle (its handler has done its work, its result is
 // neither stored nor sent: the sidecar's test hold hook) and one fault is injected there:
 //   - sidecar: svcd is SIGKILLed and started again (it finishes what the crash cut off);

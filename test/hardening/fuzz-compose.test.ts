@@ -1,4 +1,4 @@
-// R2 (issue 9), compose text: 700 generated hostile files straight to the parser (alias bombs,
+// Fuzzing compose text: 700 generated hostile files straight to the parser (alias bombs,
 // deep nesting, huge strings, every refused key, mutated real-world files, arbitrary text), and
 // 150 of them through POST /v1/projects/{p}/deploy. The parser answers a valid spec or a
 // `compose: ` refusal, never another exception; the hostile kinds are always refused; the API

@@ -1,4 +1,4 @@
-// R2 (issue 9), JSON bodies and headers: 600 generated malformed bodies spread over every route
+// Fuzzing JSON bodies and headers: 600 generated malformed bodies spread over every route
 // of /openapi.json that takes one (unknown fields, wrong types, non-objects, deep nesting, NUL
 // bytes, broken JSON, oversized, wrong content types), and 500 generated credential and header
 // sets. Each answer is a 4xx `{error}`, no row changes, the server stays up and bounded.

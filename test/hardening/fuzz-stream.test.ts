@@ -1,4 +1,4 @@
-// R2 (issue 9), host stream frames: 1000 generated texts to the frame parser, 500 generated first
+// Fuzzing host stream frames: 1000 generated texts to the frame parser, 500 generated first
 // frames on fresh sockets (before hello) and 500 generated frames from a joined host (wrong
 // types, unknown kinds, stray acks and results, odd payloads, oversized, binary, invalid UTF-8).
 // Every refusal closes with 1008 and nothing else; no host is recorded and no join token used by

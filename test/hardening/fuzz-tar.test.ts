@@ -1,4 +1,4 @@
-// R2 (issue 9), tar archives wherever svc reads one: the control plane checks an upload's headers
+// Fuzzing tar archives wherever svc reads one: the control plane checks an upload's headers
 // before any host sees it (PUT /v1/envs/{env}/files), and the CLI extracts what `files get`
 // downloads. 600 generated hostile archives each (traversal, absolute and NUL names, links,
 // devices, fifos, long-name and pax headers, lying sizes, truncation, garbage): the control plane

@@ -1,4 +1,4 @@
-// Issue 9, H3/M2/L4: what a client without credentials (or with many) can make the server hold.
+// What a client without credentials (or with many) can make the server hold.
 // Timeouts close connections that hold part of a request, the connection count is capped, routes
 // that need no credential take only small bodies, JSON depth is bounded before parsing, and
 // request rates are limited with 429 and Retry-After; a user approving device codes is locked

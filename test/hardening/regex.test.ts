@@ -1,4 +1,4 @@
-// H1 (issue 9): every regex applied to user input runs in linear time or behind a length bound.
+// Every regex applied to user input runs in linear time or behind a length bound.
 // Each case puts a ~900 kB adversarial value (just under the 1 MiB compose limit) where a
 // backtracking pattern would go quadratic: the `cpus: "<digits>x"` deploy froze the event loop
 // 87 s at 250 kB. A linear check answers these in milliseconds; the quadratic one cannot finish

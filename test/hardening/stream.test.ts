@@ -1,7 +1,7 @@
-// Issue 9, the host stream under hostile peers: H4 (before hello only a small frame, oversized
-// handshakes cut at once), L1 (a frame over 16 MiB closes with 1008, like every refusal), L2 and
-// M3 (a hello with huge, deep or NUL-bearing capabilities is refused without using up the join
-// token), M1 (a joined host's event frames are bounded in size and rate; listings never 500).
+// The host stream under hostile peers: before hello only a small frame (oversized handshakes cut
+// at once); a frame over 16 MiB closes with 1008, like every refusal; a hello with huge, deep or
+// NUL-bearing capabilities is refused without using up the join token; a joined host's event
+// frames are bounded in size and rate (listings never 500).
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { WebSocket } from 'ws';

@@ -1,4 +1,4 @@
-// R3 (issue 9): tenancy generated from /openapi.json. Every route with a path id, called by a
+// Tenancy generated from /openapi.json. Every route with a path id, called by a
 // second team with a real object of the first team, answers 404 and changes nothing: not a row
 // of the database, not a command to the first team's host. A route added later with a path
 // parameter this suite cannot fill fails it, so new routes are covered or excluded explicitly.

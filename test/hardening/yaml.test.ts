@@ -1,4 +1,4 @@
-// H2 (issue 9): a YAML mapping with many keys parsed in quadratic time (the yaml package's
+// A YAML mapping with many keys parsed in quadratic time (the yaml package's
 // uniqueKeys check compares each key with every earlier one): 80k keys in 950 kB froze the
 // process 50 s, 36k services 15 s before the 500-service refusal. Duplicate keys are still
 // refused, in linear time, and a mapping's key count is bounded. Each parse runs in a worker

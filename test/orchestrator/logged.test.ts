@@ -1,4 +1,4 @@
-// Failures that used to be dropped silently are logged where they matter (issue 9 §3): a grader
+// Failures that used to be dropped silently are logged where they matter: a grader
 // fork that cannot be torn down, and a frame the hub could not write to a host's stream.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';

@@ -131,7 +131,7 @@ forEachDialect('host stream', (dialect) => {
     assert.equal((await sc.closed).code, 1008);
     const big = await joinFake(t);
     big.ws.send('x'.repeat(16 * 1024 * 1024 + 1));
-    assert.equal((await big.closed).code, 1008); // every refusal is 1008 (spec; issue 9 L1)
+    assert.equal((await big.closed).code, 1008); // every refusal is 1008 (spec)
   });
 
   test('heartbeat flushes write every host, across chunks', async () => {

@@ -1,4 +1,4 @@
-// fast-check settings shared by the R2 suites: a fixed seed (a failure reproduces), and a short
+// fast-check settings shared by the fuzz suites: a fixed seed (a failure reproduces), and a short
 // report (a counterexample may be a megabyte of YAML or a 16 MiB frame).
 import fc, { type Arbitrary, type Parameters as FcParameters, type RunDetails } from 'fast-check';
 

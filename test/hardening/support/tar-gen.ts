@@ -1,4 +1,4 @@
-// Hostile tar archives for the R2 fuzz suites, built block by block so that anything a header can
+// Hostile tar archives for the fuzz suites, built block by block so that anything a header can
 // say is reachable: traversal and absolute names, NUL bytes, every type flag (links, devices,
 // fifos, GNU long names, pax headers), declared sizes that lie, huge headers, truncation and
 // flipped bytes.
