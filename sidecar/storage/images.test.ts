@@ -180,7 +180,7 @@ describe('per-environment disk images on a data dir that clones', { skip: fsTier
     assert.equal(await readFile(join(copying.volumePath('frozen-f', 'data'), 'f'), 'utf8'), 'v1');
   });
 
-  it('an env made with an ext4 disk (issue 17) keeps working through the directory trees', async () => {
+  it('an env made with an older ext4 disk keeps working through the directory trees', async () => {
     const trees = dirBackend(new Layout(data()));
     assert.match(await trees.setQuota('old', 64 * MiB), /ext4/);
     const paths = await trees.prepare('old', ['data']);

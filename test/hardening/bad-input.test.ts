@@ -30,7 +30,7 @@ forEachDialect('bad input', (dialect) => {
   });
   after(() => s.close());
 
-  test('M3: a NUL in any free text is a 400 and changes nothing', async () => {
+  test('a NUL in any free text is a 400 and changes nothing', async () => {
     const who = await signIn(s, 'nul@example.com');
     const code = await s.req('POST', '/v1/device/code', { token: false });
     const before = await rowCounts(s);
@@ -59,7 +59,7 @@ forEachDialect('bad input', (dialect) => {
     assert.deepEqual(await rowCounts(s), before);
   });
 
-  test('L5: warm refuses NUL like compose values', async () => {
+  test('warm refuses NUL like compose values', async () => {
     await createProject(s, 'warmnul');
     const r = await s.req('POST', '/v1/projects/warmnul/deploy', {
       body: { compose: 'services:\n  a:\n    image: redis\n', warm: ['sh', '-c', 'echo\0hi'] },
@@ -67,7 +67,7 @@ forEachDialect('bad input', (dialect) => {
     assertError(r, 400, 'body.warm[2] contains a NUL character');
   });
 
-  test('L3: config keys named like Object.prototype members are refused', async () => {
+  test('config keys named like Object.prototype members are refused', async () => {
     for (const key of ['constructor', 'toString', 'hasOwnProperty', 'valueOf', 'isPrototypeOf']) {
       const r = await s.req('POST', '/v1/clouds', {
         body: { provider: 'cloudvm', name: `c-${key}`, config: { token: 't', [key]: 'x' } },
@@ -76,7 +76,7 @@ forEachDialect('bad input', (dialect) => {
     }
   });
 
-  test('L6: unknown body fields are refused with 400 naming the field, on every route', async () => {
+  test('unknown body fields are refused with 400 naming the field, on every route', async () => {
     const p = await createProject(s, 'strict');
     const env = p.environments[0].ID;
     const compose = 'services:\n  a:\n    image: redis\n';
@@ -95,7 +95,7 @@ forEachDialect('bad input', (dialect) => {
     assert.deepEqual(await rowCounts(s), before);
   });
 
-  test('L6: an expected 503 is logged as one warn line without a stack trace', async () => {
+  test('an expected 503 is logged as one warn line without a stack trace', async () => {
     const r = await s.req('GET', '/auth/codehost/start', { token: false });
     assert.equal(r.status, 503);
     const logged = lines

@@ -59,7 +59,7 @@ function outcome(text: string): boolean {
   }
 }
 
-describe('R2: hostile compose text', () => {
+describe('hostile compose text', () => {
   test('the hostile kinds are always refused (400 reasons), never another exception', () => {
     fc.assert(
       fc.property(hostile, (text) => {

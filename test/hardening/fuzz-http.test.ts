@@ -18,7 +18,7 @@ import {
 } from './support/http-gen.ts';
 import { rowCounts } from './support/state.ts';
 
-describe('R2: hostile JSON bodies and headers', () => {
+describe('hostile JSON bodies and headers', () => {
   let s: TestServer;
   let ops: BodyRoute[];
   before(async () => {

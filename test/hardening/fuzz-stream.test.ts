@@ -17,7 +17,7 @@ import { closeOf, dial, helloAs, wire } from './support/frame-gen.ts';
 import { runs } from './support/fuzz.ts';
 import { rowCounts } from './support/state.ts';
 
-describe('R2: hostile stream frames', () => {
+describe('hostile stream frames', () => {
   test('the frame parser: a frame or a FrameError, for 1000 generated texts', () => {
     fc.assert(
       fc.property(wire, (w) => {

@@ -41,7 +41,7 @@ function walk(dir: string, out: Array<[string, import('node:fs').Stats]> = []) {
   return out;
 }
 
-describe('R2: hostile tar archives', () => {
+describe('hostile tar archives', () => {
   let s: TestServer;
   let env: string;
   let scratch: string;

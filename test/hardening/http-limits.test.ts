@@ -29,7 +29,7 @@ function closedBy(sock: Socket): Promise<string> {
   return new Promise((resolve) => sock.on('close', () => resolve(got)));
 }
 
-describe('H3: timeouts and a connection cap (defaults)', () => {
+describe('timeouts and a connection cap (defaults)', () => {
   let s: TestServer;
   before(async () => {
     s = await startTestServer('sqlite');
@@ -60,7 +60,7 @@ describe('H3: timeouts and a connection cap (defaults)', () => {
     }
   });
 
-  test('M2: deep JSON is refused before it is parsed', async () => {
+  test('deep JSON is refused before it is parsed', async () => {
     const deep = `${'['.repeat(500_000)}${']'.repeat(500_000)}`;
     const before = await rowCounts(s);
     for (const [path, token] of [
@@ -83,7 +83,7 @@ describe('H3: timeouts and a connection cap (defaults)', () => {
   });
 });
 
-describe('H3: held connections are closed', () => {
+describe('held connections are closed', () => {
   let s: TestServer;
   before(async () => {
     s = await startTestServer(
@@ -136,7 +136,7 @@ describe('H3: held connections are closed', () => {
   });
 });
 
-describe('L4: rate limits', () => {
+describe('rate limits', () => {
   let s: TestServer;
   before(async () => {
     s = await startTestServer(
@@ -167,7 +167,7 @@ describe('L4: rate limits', () => {
   });
 });
 
-describe('L4: per-credential limit and the user-code lock', () => {
+describe('per-credential limit and the user-code lock', () => {
   let s: TestServer;
   before(async () => {
     s = await startTestServer('sqlite', { SVC_DEV_LOGIN: '1' }, { limits: { perCredentialPerMinute: 30 } });
@@ -208,7 +208,7 @@ describe('L4: per-credential limit and the user-code lock', () => {
   });
 });
 
-describe('H3: a blob upload needs its one-time token before its body is read', () => {
+describe('a blob upload needs its one-time token before its body is read', () => {
   let s: TestServer;
   const DRAIN_MS = 500;
   before(async () => {

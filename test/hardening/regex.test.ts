@@ -48,7 +48,7 @@ const CASES: Array<[string, string]> = [
   ['environment key', `    environment:\n      "${'a'.repeat(N)} ": x\n`],
 ];
 
-describe('H1: regexes on compose input are linear or bounded', () => {
+describe('regexes on compose input are linear or bounded', () => {
   for (const [name, lines] of CASES) {
     it(`${name}: refused with a reason`, async () => {
       const msg = await refused(withService(lines));

@@ -50,7 +50,7 @@ forEachDialect('hostile host stream', (dialect) => {
   const hostCount = async () =>
     Number((await s.server.ctx.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM hosts'))?.n);
 
-  test('H4: a first frame larger than a hello is refused with 1008 before it is buffered', {
+  test('a first frame larger than a hello is refused with 1008 before it is buffered', {
     timeout: 30_000,
   }, async () => {
     const alive = watchAlive();
@@ -63,7 +63,7 @@ forEachDialect('hostile host stream', (dialect) => {
     await alive.assertAliveAfter(s.url, REFUSED_LINGER_MS);
   });
 
-  test('H4: a 16 MiB frame announced but never finished is cut at 64 KiB, not held', {
+  test('a 16 MiB frame announced but never finished is cut at 64 KiB, not held', {
     timeout: 30_000,
   }, async () => {
     const alive = watchAlive();
@@ -122,7 +122,7 @@ forEachDialect('hostile host stream', (dialect) => {
     await sc.close();
   });
 
-  test('M3: a hello whose host cannot be recorded does not use up the join token', {
+  test('a hello whose host cannot be recorded does not use up the join token', {
     timeout: 60_000,
   }, async () => {
     const db = s.server.ctx.db;
@@ -152,7 +152,7 @@ forEachDialect('hostile host stream', (dialect) => {
     await sc.close();
   });
 
-  test('L1: a frame over 16 MiB from a joined host closes the stream with 1008', {
+  test('a frame over 16 MiB from a joined host closes the stream with 1008', {
     timeout: 60_000,
   }, async () => {
     const sc = await new FakeSidecar(s.url).connect(await joinToken());
@@ -162,7 +162,7 @@ forEachDialect('hostile host stream', (dialect) => {
     assert.match(c.reason, /16 MiB/);
   });
 
-  test('M1: event frames are bounded in size and rate; the listing answers', {
+  test('event frames are bounded in size and rate; the listing answers', {
     timeout: 60_000,
   }, async () => {
     const sc = await new FakeSidecar(s.url).connect(await joinToken());

@@ -19,7 +19,7 @@ async function refusal(text: string): Promise<string> {
   return r.message;
 }
 
-describe('H2: YAML parse time stays near linear', () => {
+describe('YAML parse time stays near linear', () => {
   it('80k keys in one mapping are refused by count, not after a quadratic parse', async () => {
     let env = '';
     for (let i = 0; env.length < 950_000; i++) env += `      K${i}: v\n`;
