@@ -3,6 +3,7 @@
 // against every JSON answer in tests, and read by the CLI. Field names of stored objects are the
 // spec's capitalised ones; objects allow further fields so a new field never breaks an old client.
 import { type Static, type TSchema, Type } from '@sinclair/typebox';
+import { FS_LIMITS, FsEntrySchema, FsEventSchema } from './fs.ts';
 
 const Str = Type.String();
 const Time = Type.String({ description: 'ISO 8601' });
@@ -204,6 +205,58 @@ export const SandboxesCreated = Type.Object({
   ...FanOutHead,
   sandboxes: Type.Array(Type.Union([SandboxCreated, ForkFailed])),
 });
+// The file API (GET/PUT/DELETE /v1/envs/{env}/fs and fs/*): entries, answers, request bodies and queries.
+const Service = Type.String({ minLength: 1, maxLength: 200, description: 'A service of the environment' });
+const ContainerPath = Type.String({
+  minLength: 1,
+  maxLength: 4096,
+  description: "An absolute path inside the service's container, without '..'",
+});
+export const FsEntry = FsEntrySchema;
+export const FsList = Type.Object({
+  entries: Type.Array(FsEntrySchema),
+  truncated: Type.Boolean({
+    description: `More entries than the limit (at most ${FS_LIMITS.maxListEntries})`,
+  }),
+});
+export const FsWritten = Type.Object({ path: Str, size: Type.Integer() });
+export const FsMade = Type.Object({
+  path: Str,
+  created: Type.Boolean({ description: 'false: it already existed' }),
+});
+export const FsEvent = FsEventSchema;
+export const FsQuery = Type.Object({ service: Service, path: ContainerPath });
+export const FsListQuery = Type.Object({
+  service: Service,
+  path: ContainerPath,
+  depth: Type.Optional(
+    Type.String({
+      pattern: '^([1-9]|1[0-6])$',
+      description: `Levels below path, 1 to ${FS_LIMITS.maxDepth} (default 1)`,
+    }),
+  ),
+});
+export const FsWriteQuery = Type.Object({
+  service: Service,
+  path: ContainerPath,
+  mode: Type.Optional(
+    Type.String({
+      pattern: '^[0-7]{3,4}$',
+      description: 'Octal permission bits (default 644); no setuid/setgid/sticky',
+    }),
+  ),
+});
+export const FsMoveBody = Type.Object(
+  { service: Service, from: ContainerPath, to: ContainerPath },
+  { additionalProperties: false },
+);
+export const FsMkdirBody = Type.Object(
+  { service: Service, path: ContainerPath },
+  { additionalProperties: false },
+);
+export type FsEntryRecord = Static<typeof FsEntry>;
+export type FsListBody = Static<typeof FsList>;
+export type FsEventRecord = Static<typeof FsEvent>;
 
 export type DeploymentRecord = Static<typeof Deployment>;
 export type PhaseRecord = Static<typeof Phase>;
@@ -256,6 +309,10 @@ export const RESPONSES: Record<string, Record<number, TSchema>> = {
   'POST /v1/envs/:env/verify': { 202: Started },
   'POST /v1/envs/:env/exec': { 200: ExecResult },
   'PUT /v1/envs/:env/files': { 200: Type.Object({ ok: Type.Literal(true), bytes: Type.Number() }) },
+  'GET /v1/envs/:env/fs/stat': { 200: FsEntry },
+  'GET /v1/envs/:env/fs/list': { 200: FsList },
+  'PUT /v1/envs/:env/fs': { 201: FsWritten },
+  'POST /v1/envs/:env/fs/mkdir': { 201: FsMade },
   'DELETE /v1/envs/:env': { 202: Type.Object({ deployment: Deployment }) },
   'GET /v1/deployments/:dep': { 200: DeploymentDetail },
   'POST /v1/sandboxes': { 201: Type.Union([SandboxCreated, SandboxesCreated]) },

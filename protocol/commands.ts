@@ -17,6 +17,15 @@ export const COMMAND_KINDS = [
   // Warm pools: members wait paused, costing no CPU, and are thawed when claimed.
   'env.pause',
   'env.unpause',
+  // Single-file operations in a service's container (protocol/fs.ts).
+  'fs.stat',
+  'fs.list',
+  'fs.mkdir',
+  'fs.move',
+  'fs.remove',
+  'fs.read',
+  'fs.write',
+  'fs.watch',
 ] as const;
 /** In the protocol but never sent; sidecars answer them with `unknown command kind`. */
 export const RESERVED_KINDS = ['egress.set', 'clock.set', 'ingress.set'] as const;

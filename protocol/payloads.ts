@@ -2,6 +2,8 @@
 // `BlobRef` in commands.ts are their `Static<>` types. The sidecar checks every payload on receipt
 // against these (sidecar/payload.ts), after filling in each missing field that has a `default`.
 import { type Static, Type } from '@sinclair/typebox';
+import { BlobRefSchema } from './blob.ts';
+import { FS_PAYLOADS } from './fs.ts';
 import {
   DEFAULT_DISK_MB,
   EgressSchema,
@@ -22,8 +24,7 @@ const DiskMb = Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_DISK_MB, de
 /** env.exec without a timeout_sec (spec: default 120 s). */
 export const DEFAULT_EXEC_TIMEOUT_SEC = 120;
 
-/** A one-time HTTP location on the control plane for archive bytes. */
-export const BlobRefSchema = Type.Object({ url: Str, token: Str });
+export { BlobRefSchema };
 
 export const PAYLOAD_SCHEMAS = {
   'host.report': Empty,
@@ -81,8 +82,9 @@ export const PAYLOAD_SCHEMAS = {
   'env.destroy': Empty,
   'env.pause': Empty,
   'env.unpause': Empty,
+  ...FS_PAYLOADS,
 };
 
 export type PayloadSchemas = typeof PAYLOAD_SCHEMAS;
 export type PayloadTypes = { [K in keyof PayloadSchemas]: Static<PayloadSchemas[K]> };
-export type BlobRefType = Static<typeof BlobRefSchema>;
+export type { BlobRefType } from './blob.ts';

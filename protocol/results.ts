@@ -2,6 +2,7 @@
 // (`Results`, `Capabilities` in commands.ts) are derived from these by `Static<>`, and the control
 // plane's receipt check (server/hosts/result-check.ts) is compiled from them.
 import { type Static, Type } from '@sinclair/typebox';
+import { FS_RESULTS } from './fs.ts';
 
 const Str = Type.String();
 const Num = Type.Number();
@@ -98,6 +99,7 @@ export const RESULT_SCHEMAS = {
   /** Services whose containers changed state. */
   'env.pause': Type.Object({ services: StrList }),
   'env.unpause': Type.Object({ services: StrList }),
+  ...FS_RESULTS,
 };
 
 export type ResultSchemas = typeof RESULT_SCHEMAS;
@@ -120,4 +122,12 @@ export const RESULT_READS: { [K in keyof ResultSchemas]?: (keyof ResultSchemas[K
   'env.unpause': ['services'],
   'verify.collect': ['files', 'bytes', 'missing', 'refused'],
   'verify.run': ['reward', 'source'],
+  'fs.stat': ['refusal', 'entry'],
+  'fs.list': ['refusal', 'entries', 'truncated'],
+  'fs.mkdir': ['refusal'],
+  'fs.move': ['refusal'],
+  'fs.remove': ['refusal'],
+  'fs.read': ['refusal', 'size'],
+  'fs.write': ['refusal', 'size'],
+  'fs.watch': ['refusal'],
 };

@@ -6,6 +6,7 @@ import { codehostRoutes } from './codehost/routes.ts';
 import { consoleRoutes } from './console/routes.ts';
 import type { AppContext } from './context.ts';
 import { deploymentReadRoutes } from './deployments/read-routes.ts';
+import { fsRoutes } from './envs/fs-routes.ts';
 import { envReadRoutes } from './envs/read-routes.ts';
 import { envRoutes } from './envs/routes.ts';
 import { eventRoutes } from './events/routes.ts';
@@ -35,6 +36,7 @@ const modules: RouteModule[] = [
   projectRoutes,
   envReadRoutes,
   envRoutes,
+  fsRoutes,
   sandboxRoutes,
   poolRoutes,
   deploymentReadRoutes,

@@ -16,6 +16,7 @@ import { NoComposeTool } from './docker/errors.ts';
 import { projectName } from './docker/render.ts';
 import { Stack } from './docker/stack.ts';
 import type { SubnetAllocator } from './docker/subnets.ts';
+import type { FsState } from './fs/tools.ts';
 import type { Lane, StackPool } from './pool.ts';
 import type { CommandContext } from './runner.ts';
 import type { StorageBackend } from './storage/index.ts';
@@ -56,6 +57,8 @@ export interface SidecarContext {
   buildKeepMs?: number;
   /** Bounds the stack operations running at once (hundreds thrash Docker); unbounded when absent. */
   pool?: StackPool;
+  /** Streamed file reads and watches in flight (fs/tools.ts), made on first use. */
+  fs?: FsState;
 }
 
 /** Runs a stack operation in the host's pool, its place in the queue told through progress. */

@@ -95,6 +95,11 @@ function blob(b: BlobRefType | undefined, what: string): void {
 
 type Stack = Payloads['env.create'] | Payloads['env.fork'];
 
+function fsTarget(p: { service: string; path: string }): void {
+  name(p.service, 'payload.service');
+  absolutePath(p.path, 'path');
+}
+
 function stack(p: Stack): void {
   p.services.forEach((s, i) => {
     name(s.name, `payload.services[${i}].name`);
@@ -124,6 +129,27 @@ const RULES: { [K in CommandKind]?: (p: Payloads[K]) => void } = {
   'env.get': (p) => {
     name(p.service, 'payload.service');
     absolutePath(p.path, 'path');
+    blob(p.upload, 'upload');
+  },
+  'fs.stat': (p) => fsTarget(p),
+  'fs.list': (p) => fsTarget(p),
+  'fs.mkdir': (p) => fsTarget(p),
+  'fs.remove': (p) => fsTarget(p),
+  'fs.move': (p) => {
+    name(p.service, 'payload.service');
+    absolutePath(p.from, 'from');
+    absolutePath(p.to, 'to');
+  },
+  'fs.read': (p) => {
+    fsTarget(p);
+    blob(p.upload, 'upload');
+  },
+  'fs.write': (p) => {
+    fsTarget(p);
+    blob(p.blob, 'blob');
+  },
+  'fs.watch': (p) => {
+    fsTarget(p);
     blob(p.upload, 'upload');
   },
   'verify.collect': (p) => {

@@ -1,6 +1,7 @@
 // Control plane configuration (spec: "Control plane configuration"), parsed once into a typed
 // object. Flags accept Go-style `-addr` as well as `--addr`; each falls back to its SVC_* variable.
 import { parseArgs } from 'node:util';
+import { FS_LIMITS } from '../../protocol/fs.ts';
 import { parseSecretsKey } from '../clouds/secret-box.ts';
 
 export interface Config {
@@ -40,6 +41,8 @@ export interface Config {
   uploads: UploadLimits;
   /** SVC_METRICS_TOKEN: the operator's bearer token for GET /metrics; '' = /metrics is off (404). */
   metricsToken: string;
+  /** SVC_FS_MAX_FILE_BYTES: the largest file the file API reads or writes (default 1 GiB; 413 past it). */
+  fsMaxFileBytes: number;
 }
 
 export interface UploadLimits {
@@ -177,6 +180,16 @@ function uploadLimits(env: NodeJS.ProcessEnv): UploadLimits {
   };
 }
 
+function fsMaxFileBytes(env: NodeJS.ProcessEnv): number {
+  const raw = env.SVC_FS_MAX_FILE_BYTES;
+  if (raw === undefined || raw === '') return FS_LIMITS.maxFileBytes;
+  if (!/^[1-9]\d{0,12}$/.test(raw))
+    throw new ConfigError(
+      `SVC_FS_MAX_FILE_BYTES: '${raw.slice(0, 40)}' is not a positive whole number of bytes`,
+    );
+  return Number(raw);
+}
+
 /** An operator's bearer token: long enough that guessing it under the failure rate limit is hopeless. */
 function metricsToken(value: string): string {
   if (value === '') return '';
@@ -271,6 +284,7 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
     uploadsSweepMs: seconds(env, 'SVC_UPLOADS_SWEEP_EVERY', 3600) * 1000,
     uploads: uploadLimits(env),
     metricsToken: metricsToken(env.SVC_METRICS_TOKEN ?? ''),
+    fsMaxFileBytes: fsMaxFileBytes(env),
   };
 }
 

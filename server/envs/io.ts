@@ -31,7 +31,7 @@ async function versionServices(ctx: AppContext, teamId: string, versionId: strin
   return names ?? null;
 }
 
-async function targetFor(ctx: AppContext, caller: Caller, envId: string, service: string) {
+export async function targetFor(ctx: AppContext, caller: Caller, envId: string, service: string) {
   const env = await getEnvHot(ctx.db, caller.teamId, envId);
   if (!env) throw new NotFound(`environment ${envId} not found`);
   assertLive(env);

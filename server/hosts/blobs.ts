@@ -4,6 +4,8 @@
 // memory only, hashed, single use, and expire after 10 minutes.
 
 import { createReadStream } from 'node:fs';
+import type { IncomingMessage } from 'node:http';
+import { finished, type Readable } from 'node:stream';
 import { MAX_ARCHIVE_BYTES } from '../../protocol/commands.ts';
 import { newId, newSecret } from '../../protocol/ids.ts';
 import { NotFound, TooLarge, Unauthorized } from '../errors.ts';
@@ -20,9 +22,20 @@ interface Blob {
   data: Buffer | null;
   /** A file streamed from disk instead of `data` (project contexts, up to 512 MiB). */
   file?: string;
+  /** A stream handed over as it arrives (single files and watch events, never buffered here). */
+  stream?: Readable;
+  size?: number;
   direction: 'download' | 'upload';
   expires: number;
   resolve?: (b: Buffer) => void;
+  arrive?: (req: IncomingMessage) => void;
+}
+
+/** A place a host PUTs a stream to once; `arrived` gives the request as soon as it starts. */
+export interface StreamUpload extends BlobRef {
+  arrived: Promise<IncomingMessage>;
+  /** Forgets the place (nobody will read what arrives). */
+  cancel(): void;
 }
 
 export interface BlobRef {
@@ -54,6 +67,27 @@ export class Blobs {
   /** Parks a file on disk for a host to download once, streamed (never read into memory). */
   offerFile(path: string): BlobRef {
     return this.#put({ data: null, file: path, direction: 'download' });
+  }
+
+  /** Parks a stream of `size` bytes for a host to download once, as it arrives (a file a client PUTs). */
+  offerStream(stream: Readable, size: number): BlobRef {
+    return this.#put({ data: null, stream, size, direction: 'download' });
+  }
+
+  /** Forgets a parked blob that will not be fetched (the command failed first). */
+  drop(ref: BlobRef): void {
+    this.#blobs.delete(ref.url.slice(ref.url.lastIndexOf('/') + 1));
+  }
+
+  /** A place a host may PUT a stream to once (`<url>` ends in `/stream`); see StreamUpload. */
+  expectStream(): StreamUpload {
+    let arrive!: (req: IncomingMessage) => void;
+    const arrived = new Promise<IncomingMessage>((r) => {
+      arrive = r;
+    });
+    const ref = this.#put({ data: null, direction: 'upload', arrive });
+    const id = ref.url.slice(ref.url.lastIndexOf('/') + 1);
+    return { url: `${ref.url}/stream`, token: ref.token, arrived, cancel: () => this.#blobs.delete(id) };
   }
 
   /** A place a host may upload once; `received` resolves with the bytes. */
@@ -92,9 +126,34 @@ export class Blobs {
       async (req, reply) => {
         const blob = this.#take(req.params.id, req.headers.authorization, 'download');
         reply.type('application/octet-stream');
+        if (blob.stream) return reply.header('content-length', blob.size).send(blob.stream);
         return blob.file ? reply.send(createReadStream(blob.file)) : blob.data;
       },
     );
+    app.register(async (scope) => {
+      // The body stays a stream, of any type: the blob's reader consumes it.
+      scope.removeAllContentTypeParsers();
+      scope.addContentTypeParser('*', (_req, payload, done) => done(null, payload));
+      scope.put<{ Params: { id: string } }>(
+        `${BLOB_PATH}/:id/stream`,
+        {
+          config: { auth: 'none', slowBody: true },
+          schema: { hide: true },
+          onRequest: async (req) => {
+            this.#check((req.params as { id: string }).id, req.headers.authorization, 'upload');
+          },
+        },
+        async (req) => {
+          const blob = this.#take(req.params.id, req.headers.authorization, 'upload');
+          if (!blob.arrive) throw new NotFound('no such blob');
+          // The reader (a client's download, a watch's events) consumes the request itself; the
+          // host is answered once it has been read to its end, or cut when the reader left.
+          blob.arrive(req.raw);
+          await new Promise<void>((resolve) => finished(req.raw, () => resolve()));
+          return { ok: true };
+        },
+      );
+    });
     app.register(async (scope) => {
       scope.addContentTypeParser(
         '*',

@@ -8,13 +8,15 @@ import { pack } from 'tar-stream';
 import { MAX_ARCHIVE_BYTES } from '../../protocol/commands.ts';
 import { ArchiveTooLarge, DockerError, dockerMessage, statusCode } from './errors.ts';
 
-const MODE_DIR = 2 ** 31; // Go's os.ModeDir in the path-stat header
-const MODE_SYMLINK = 2 ** 27;
+export const MODE_DIR = 2 ** 31; // Go's os.ModeDir in the path-stat header
+export const MODE_SYMLINK = 2 ** 27;
 
-interface PathStat {
+/** The engine's `X-Docker-Container-Path-Stat`: Go's FileMode bits, mtime RFC 3339, links resolved in the container. */
+export interface PathStat {
   name: string;
   size: number;
   mode: number;
+  mtime: string;
   linkTarget: string;
 }
 
@@ -25,7 +27,7 @@ export function checkContainerPath(path: unknown): string {
 }
 
 /** The path's stat as the engine reports it, or null when it does not exist. */
-async function statPath(
+export async function statPath(
   container: Docker.Container,
   service: string,
   path: string,
@@ -63,7 +65,7 @@ export interface Owner {
 }
 const ROOT: Owner = { uid: 0, gid: 0 };
 
-async function ensureDir(
+export async function ensureDir(
   container: Docker.Container,
   service: string,
   path: string,

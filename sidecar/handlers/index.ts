@@ -5,6 +5,9 @@ import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Capabilities } from '../../protocol/commands.ts';
 import { envDir, loadSpec, pooled, type SidecarContext, stackOf } from '../context.ts';
+import { fsList, fsMkdir, fsMove, fsRemove, fsStat } from '../fs/ops.ts';
+import { fsRead, fsWrite } from '../fs/transfer.ts';
+import { fsWatch } from '../fs/watch.ts';
 import type { Handlers } from '../runner.ts';
 import { verifyCollect } from '../verify/collect.ts';
 import { verifyRun } from '../verify/run.ts';
@@ -29,6 +32,14 @@ export function handlers(ctx: SidecarContext, capabilities: () => Promise<Capabi
     'env.destroy': (cmd) => pooled(ctx, 'teardown', cmd, () => envDestroy(ctx, cmd)),
     'env.pause': (cmd) => envPause(ctx, cmd),
     'env.unpause': (cmd) => envUnpause(ctx, cmd),
+    'fs.stat': (cmd) => fsStat(ctx, cmd),
+    'fs.list': (cmd) => fsList(ctx, cmd),
+    'fs.mkdir': (cmd) => fsMkdir(ctx, cmd),
+    'fs.move': (cmd) => fsMove(ctx, cmd),
+    'fs.remove': (cmd) => fsRemove(ctx, cmd),
+    'fs.read': (cmd) => fsRead(ctx, cmd),
+    'fs.write': (cmd) => fsWrite(ctx, cmd),
+    'fs.watch': (cmd) => fsWatch(ctx, cmd),
   };
 }
 

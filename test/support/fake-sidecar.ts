@@ -23,6 +23,8 @@ export const DEFAULT_CAPS = {
   denvd_version: 'fake',
 };
 
+const noFiles = () => ({ refusal: { code: 'not_found', message: 'the fake host has no files' } });
+
 /** Plausible successful results for every kind. */
 export const defaultHandlers: Record<CommandKind, Handler> = {
   'host.report': () => ({ capabilities: DEFAULT_CAPS }),
@@ -56,6 +58,15 @@ export const defaultHandlers: Record<CommandKind, Handler> = {
   'env.destroy': (f) => ({ destroyed: f.env_id }),
   'env.pause': () => ({ services: ['app'] }),
   'env.unpause': () => ({ services: ['app'] }),
+  // The fake host has no files: every fs command finds nothing.
+  'fs.stat': noFiles,
+  'fs.mkdir': noFiles,
+  'fs.move': noFiles,
+  'fs.remove': noFiles,
+  'fs.read': noFiles,
+  'fs.write': noFiles,
+  'fs.watch': noFiles,
+  'fs.list': () => ({ entries: [], truncated: false }),
 };
 
 export class FakeSidecar {
