@@ -65,6 +65,8 @@ forEachDialect('tenancy from /openapi.json', (dialect) => {
       'POST /v1/envs/{env}/exec': { service: 'main', cmd: ['true'] },
       'POST /v1/targets/{name}/sandboxes': { image: 'redis:7' },
       'POST /v1/versions/{ver}/pool': { size: 1 },
+      'POST /v1/envs/{env}/fs/move': { service: 'main', from: '/work/a', to: '/work/b' },
+      'POST /v1/envs/{env}/fs/mkdir': { service: 'main', path: '/work/d' },
     };
     // B's first request touches its key's LastUsedAt; everything after must change nothing.
     assert.equal((await w.t.req('GET', '/v1/projects', { token: b.key })).status, 200);
@@ -97,7 +99,12 @@ forEachDialect('tenancy from /openapi.json', (dialect) => {
         }
       }
     }
-    assert.ok(called.length >= 19, `only ${called.length} calls: ${called.join('\n')}`);
+    // The file API: every route is called (its query is service and path, its PUT any bytes).
+    for (const route of ['GET', 'PUT', 'DELETE'].map((m) => `${m} /v1/envs/{env}/fs `))
+      assert.ok(called.some((c) => c.startsWith(route)), `${route}was not called`);
+    for (const op of ['stat', 'list', 'move', 'mkdir', 'watch'])
+      assert.ok(called.some((c) => c.includes(`/fs/${op} `)), `fs/${op} was not called`);
+    assert.ok(called.length >= 27, `only ${called.length} calls: ${called.join('\n')}`);
     assert.equal(await dumpDatabase(w.t), before, 'a call by team B changed a row');
     assert.equal(w.sc.commands().length, commandsBefore, "a command reached team A's host");
     // Team A still sees all of it.

@@ -1048,6 +1048,302 @@ export interface paths {
       };
     };
   };
+  "/v1/envs/{env}/fs": {
+    /** Read one regular file of a service (its raw bytes, streamed; 404 when missing) */
+    get: {
+      parameters: {
+        query: {
+          /** @description A service of the environment */
+          service: string;
+          /** @description An absolute path inside the service's container, without '..' */
+          path: string;
+        };
+        path: {
+          env: string;
+        };
+      };
+      responses: {
+        /** @description Default Response */
+        200: {
+          content: never;
+        };
+      };
+    };
+    /** Write one file of a service atomically, owned by the service's user (raw body, Content-Length required) */
+    put: {
+      parameters: {
+        query: {
+          /** @description A service of the environment */
+          service: string;
+          /** @description An absolute path inside the service's container, without '..' */
+          path: string;
+          /** @description Octal permission bits (default 644); no setuid/setgid/sticky */
+          mode?: string;
+        };
+        path: {
+          env: string;
+        };
+      };
+      responses: {
+        /** @description Default Response */
+        "4XX": {
+          content: {
+            "application/json": {
+              error: string;
+            };
+          };
+        };
+        /** @description Default Response */
+        "5XX": {
+          content: {
+            "application/json": {
+              error: string;
+            };
+          };
+        };
+        /** @description Default Response */
+        201: {
+          content: {
+            "application/json": {
+              path: string;
+              size: number;
+            };
+          };
+        };
+      };
+    };
+    /** Remove a file, link or directory (recursively) of a service */
+    delete: {
+      parameters: {
+        query: {
+          /** @description A service of the environment */
+          service: string;
+          /** @description An absolute path inside the service's container, without '..' */
+          path: string;
+        };
+        path: {
+          env: string;
+        };
+      };
+      responses: {
+        /** @description Default Response */
+        200: {
+          content: never;
+        };
+      };
+    };
+  };
+  "/v1/envs/{env}/fs/list": {
+    /** The entries under a directory of a service, down to depth levels */
+    get: {
+      parameters: {
+        query: {
+          /** @description A service of the environment */
+          service: string;
+          /** @description An absolute path inside the service's container, without '..' */
+          path: string;
+          /** @description Levels below path, 1 to 16 (default 1) */
+          depth?: string;
+        };
+        path: {
+          env: string;
+        };
+      };
+      responses: {
+        /** @description Default Response */
+        "4XX": {
+          content: {
+            "application/json": {
+              error: string;
+            };
+          };
+        };
+        /** @description Default Response */
+        "5XX": {
+          content: {
+            "application/json": {
+              error: string;
+            };
+          };
+        };
+        /** @description Default Response */
+        200: {
+          content: {
+            "application/json": {
+              entries: ({
+                  /** @description Permission bits with setuid/setgid/sticky (e.g. 420 = 0644) */
+                  mode: number;
+                  /** @description Last modification, ISO 8601 */
+                  mtime: string;
+                  /** @description Base name */
+                  name: string;
+                  /** @description Absolute path inside the container */
+                  path: string;
+                  /** @description Bytes (a symlink: the length of its target) */
+                  size: number;
+                  type: "file" | "dir" | "symlink" | "other";
+                })[];
+              /** @description More entries than the limit (at most 10000) */
+              truncated: boolean;
+            };
+          };
+        };
+      };
+    };
+  };
+  "/v1/envs/{env}/fs/mkdir": {
+    /** Create a directory and its missing parents, owned by the service's user */
+    post: {
+      parameters: {
+        path: {
+          env: string;
+        };
+      };
+      requestBody: {
+        content: {
+          "application/json": {
+            /** @description An absolute path inside the service's container, without '..' */
+            path: string;
+            /** @description A service of the environment */
+            service: string;
+          };
+        };
+      };
+      responses: {
+        /** @description Default Response */
+        "4XX": {
+          content: {
+            "application/json": {
+              error: string;
+            };
+          };
+        };
+        /** @description Default Response */
+        "5XX": {
+          content: {
+            "application/json": {
+              error: string;
+            };
+          };
+        };
+        /** @description Default Response */
+        201: {
+          content: {
+            "application/json": {
+              /** @description false: it already existed */
+              created: boolean;
+              path: string;
+            };
+          };
+        };
+      };
+    };
+  };
+  "/v1/envs/{env}/fs/move": {
+    /** Rename a path of a service */
+    post: {
+      parameters: {
+        path: {
+          env: string;
+        };
+      };
+      requestBody: {
+        content: {
+          "application/json": {
+            /** @description An absolute path inside the service's container, without '..' */
+            from: string;
+            /** @description A service of the environment */
+            service: string;
+            /** @description An absolute path inside the service's container, without '..' */
+            to: string;
+          };
+        };
+      };
+      responses: {
+        /** @description Default Response */
+        200: {
+          content: never;
+        };
+      };
+    };
+  };
+  "/v1/envs/{env}/fs/stat": {
+    /** One entry of a service (a link is described, not followed) */
+    get: {
+      parameters: {
+        query: {
+          /** @description A service of the environment */
+          service: string;
+          /** @description An absolute path inside the service's container, without '..' */
+          path: string;
+        };
+        path: {
+          env: string;
+        };
+      };
+      responses: {
+        /** @description Default Response */
+        "4XX": {
+          content: {
+            "application/json": {
+              error: string;
+            };
+          };
+        };
+        /** @description Default Response */
+        "5XX": {
+          content: {
+            "application/json": {
+              error: string;
+            };
+          };
+        };
+        /** @description Default Response */
+        200: {
+          content: {
+            "application/json": {
+              /** @description Permission bits with setuid/setgid/sticky (e.g. 420 = 0644) */
+              mode: number;
+              /** @description Last modification, ISO 8601 */
+              mtime: string;
+              /** @description Base name */
+              name: string;
+              /** @description Absolute path inside the container */
+              path: string;
+              /** @description Bytes (a symlink: the length of its target) */
+              size: number;
+              type: "file" | "dir" | "symlink" | "other";
+            };
+          };
+        };
+      };
+    };
+  };
+  "/v1/envs/{env}/fs/watch": {
+    /**
+     * Changes in a directory of a service as Server-Sent Events
+     * @description text/event-stream. Each `data:` is {type: create|write|remove|rename|gap|end, path?, from?, dropped?, reason?}; comment lines are heartbeats.
+     */
+    get: {
+      parameters: {
+        query: {
+          /** @description A service of the environment */
+          service: string;
+          /** @description An absolute path inside the service's container, without '..' */
+          path: string;
+        };
+        path: {
+          env: string;
+        };
+      };
+      responses: {
+        /** @description Default Response */
+        200: {
+          content: never;
+        };
+      };
+    };
+  };
   "/v1/envs/{env}/rollback": {
     /** Roll the environment back to one of its versions */
     post: {
