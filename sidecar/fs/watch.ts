@@ -86,6 +86,8 @@ export function fsWatch(ctx: SidecarContext, cmd: CommandContext<'fs.watch'>): P
       if (out.writableLength > MAX_UNSENT) open = false;
       else out.write(`${JSON.stringify(e)}\n`);
     };
+    // A first line at once: the request (and so the client's answer) starts before any change.
+    line({ type: 'ping' });
     const loop = async () => {
       let prev = byPath(visible(first.listed));
       if (first.truncated)

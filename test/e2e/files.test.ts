@@ -4,12 +4,12 @@
 // the container, devices, FIFOs and setuid refused, a watch seeing create/write/rename/remove, and
 // a clear 501 naming the program an image lacks.
 import assert from 'node:assert/strict';
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
-import { BUSYBOX_IMAGE, ensureTestImages } from '../support/images.ts';
+import { BUSYBOX_IMAGE, ensureTestImages, PGREDIS_IMAGE } from '../support/images.ts';
 import { tier } from '../support/tiers.ts';
+import { type Body, containerOf, cutWrite, fsClient, readerLoop, sse } from './files-support.ts';
 import { exec, finished, type Real, startReal } from './real.ts';
 
 const MiB = 1024 * 1024;
@@ -26,6 +26,9 @@ services:
     image: ${BUSYBOX_IMAGE}
     command: ["sh", "-c", "trap 'exit 0' TERM; mkdir -p /data/w; chown 1000:1000 /data /data/w; ln -s /etc /data/linketc; ln -s /etc/hostname /data/hostlink; mknod /data/null c 1 3; mkfifo /data/fifo; while :; do sleep 1; done"]
     volumes: [data:/data]
+  debian:
+    image: ${PGREDIS_IMAGE}
+    command: ["sleep", "infinity"]
   bare:
     image: ${BUSYBOX_IMAGE}
     command: ["sh", "-c", "trap 'exit 0' TERM; rm -f /bin/sh /bin/mv; while :; do sleep 1; done"]
@@ -33,31 +36,16 @@ volumes:
   data: {}
 `;
 
-type Body = RequestInit['body'];
-
 describe('the file API on real Docker', { skip: tier('docker') }, () => {
   let r: Real;
   let env: string;
-  const url = (route: string, q: Record<string, string>) =>
-    `${r.t.url}/v1/envs/${env}/fs${route}?${new URLSearchParams(q)}`;
-  const auth = () => ({ authorization: `Bearer ${r.t.key}` });
-  const put = (service: string, path: string, body: Body, extra: Record<string, string> = {}) =>
-    fetch(url('', { service, path, ...extra }), {
-      method: 'PUT',
-      headers: { ...auth(), 'content-type': 'application/octet-stream' },
-      body,
-      duplex: 'half',
-    } as RequestInit);
-  const get = (service: string, path: string) => fetch(url('', { service, path }), { headers: auth() });
-  const json = async (res: Response): Promise<{ status: number; body: any }> => ({
-    status: res.status,
-    body: await res.json(),
-  });
-  const api = (method: string, route: string, q: Record<string, string>) =>
-    fetch(url(route, q), { method, headers: auth() });
+  const { put, get, json, api, url, auth, fetchJson } = fsClient(
+    () => r,
+    () => env,
+  );
 
   before(async () => {
-    await ensureTestImages();
+    await ensureTestImages({ postgres: true });
     r = await startReal({ env: { SVC_FS_MAX_FILE_BYTES: String(CAP) } });
     const p = await r.t.req('POST', '/v1/projects', { body: { name: 'files' } });
     env = p.body.environments[0].ID;
@@ -296,80 +284,56 @@ describe('the file API on real Docker', { skip: tier('docker') }, () => {
     assert.equal((await exec(r.t, env, 'bare', ['ls', '-a', '/tmp'])).stdout.includes('.svc-'), false);
   });
 
-  function fetchJson(method: string, route: string, body: unknown) {
-    return fetch(`${r.t.url}/v1/envs/${env}/fs${route}`, {
-      method,
-      headers: { ...auth(), 'content-type': 'application/json' },
-      body: JSON.stringify(body),
-    });
-  }
+  test('GNU find (a Debian image) and busybox list alike, a newline in a name included', async () => {
+    for (const [service, dir] of [
+      ['debian', '/tmp/g'],
+      ['app', '/data/g'],
+    ]) {
+      assert.equal((await put(service, `${dir}/odd\nname`, 'odd')).status, 201);
+      assert.equal((await fetchJson('POST', '/mkdir', { service, path: `${dir}/sub` })).status, 201);
+      const l = await json(await api('GET', '/list', { service, path: dir }));
+      assert.equal(l.status, 200, JSON.stringify(l.body));
+      const view = l.body.entries
+        .map((e: { name: string; type: string; size: number; mode: number }) => [
+          e.name,
+          e.type,
+          e.size,
+          e.mode,
+        ])
+        .sort();
+      assert.deepEqual(view[0], ['odd\nname', 'file', 3, 0o644], service);
+      assert.deepEqual(view[1].slice(0, 2), ['sub', 'dir'], service);
+      assert.equal(await (await get(service, `${dir}/odd\nname`)).text(), 'odd');
+    }
+  });
+
+  test('a client leaving mid-read, mid-write or mid-watch ends only its own transfer', async () => {
+    const data = Buffer.alloc(32 * MiB, 'q');
+    assert.equal((await put('app', '/data/leave', data)).status, 201);
+    const reading = new AbortController();
+    const res = await get('app', '/data/leave', reading.signal);
+    await (res.body as ReadableStream<Uint8Array>).getReader().read();
+    reading.abort();
+    await cutWrite(url('', { service: 'app', path: '/data/left' }), auth(), 32 * MiB, 4 * MiB);
+    // Watches end on the host once their client left: more than the 8 per environment open in turn.
+    for (let i = 0; i < 12; i++) {
+      const leaving = new AbortController();
+      let w: Response;
+      do
+        w = await fetch(url('/watch', { service: 'app', path: '/data' }), {
+          headers: auth(),
+          signal: leaving.signal,
+        });
+      while (w.status === 503);
+      if (w.status !== 200) assert.fail(`watch ${i}: ${w.status} ${await w.text()}`);
+      leaving.abort();
+    }
+    assert.equal((await fetch(`${r.t.url}/health`)).status, 200, 'the control plane still answers');
+    assert.equal(r.sidecar.exitCode, null, 'svcd still runs');
+    const again = Buffer.from(await (await get('app', '/data/leave')).arrayBuffer());
+    assert.ok(again.equals(data), 'the file reads whole after a reader left');
+    assert.equal((await get('app', '/data/left')).status, 404, 'a cut write never touches its target');
+    // The cut write's temporary file is removed once the host sees the body end early.
+    while ((await exec(r.t, env, 'app', ['ls', '-a', '/data'])).stdout.includes('.left.svc-'));
+  });
 });
-
-/** The container of a service of an environment (compose labels). */
-function containerOf(envId: string, service: string): string {
-  return execFileSync(
-    'docker',
-    [
-      'ps',
-      '-q',
-      '--filter',
-      `label=com.docker.compose.project=${envId.toLowerCase()}`,
-      '--filter',
-      `label=com.docker.compose.service=${service}`,
-    ],
-    { encoding: 'utf8' },
-  ).trim();
-}
-
-/** md5 of `path` read over and over inside the container until stopped. */
-function readerLoop(container: string, path: string) {
-  const stop = '/data/.stop-reader';
-  const child: ChildProcess = spawn('docker', [
-    'exec',
-    container,
-    'sh',
-    '-c',
-    `rm -f ${stop}; while [ ! -e ${stop} ]; do md5sum ${path}; done`,
-  ]);
-  let out = '';
-  let errors = '';
-  child.stdout?.on('data', (d) => (out += d));
-  child.stderr?.on('data', (d) => (errors += d));
-  return {
-    async stop() {
-      const gone = new Promise((res) => child.once('exit', res));
-      execFileSync('docker', ['exec', container, 'touch', stop]);
-      await gone;
-      const sums = out
-        .split('\n')
-        .filter((l) => / /.test(l))
-        .map((l) => l.split(' ')[0]);
-      return { sums, errors };
-    },
-  };
-}
-
-/** The `data:` events of an SSE answer, one at a time. */
-function sse(res: Response) {
-  const reader = (res.body as ReadableStream<Uint8Array>).getReader();
-  const decoder = new TextDecoder();
-  let buf = '';
-  const queue: unknown[] = [];
-  return {
-    async next(): Promise<unknown> {
-      for (;;) {
-        if (queue.length) return queue.shift();
-        const { value, done } = await reader.read();
-        if (done) throw new Error('the event stream ended');
-        buf += decoder.decode(value, { stream: true });
-        for (let i = buf.indexOf('\n\n'); i >= 0; i = buf.indexOf('\n\n')) {
-          const block = buf.slice(0, i);
-          buf = buf.slice(i + 2);
-          for (const line of block.split('\n'))
-            if (line.startsWith('data: ')) queue.push(JSON.parse(line.slice(6)));
-        }
-      }
-    },
-    close: () => reader.cancel(),
-  };
-}
