@@ -101,9 +101,15 @@ forEachDialect('tenancy from /openapi.json', (dialect) => {
     }
     // The file API: every route is called (its query is service and path, its PUT any bytes).
     for (const route of ['GET', 'PUT', 'DELETE'].map((m) => `${m} /v1/envs/{env}/fs `))
-      assert.ok(called.some((c) => c.startsWith(route)), `${route}was not called`);
+      assert.ok(
+        called.some((c) => c.startsWith(route)),
+        `${route}was not called`,
+      );
     for (const op of ['stat', 'list', 'move', 'mkdir', 'watch'])
-      assert.ok(called.some((c) => c.includes(`/fs/${op} `)), `fs/${op} was not called`);
+      assert.ok(
+        called.some((c) => c.includes(`/fs/${op} `)),
+        `fs/${op} was not called`,
+      );
     assert.ok(called.length >= 27, `only ${called.length} calls: ${called.join('\n')}`);
     assert.equal(await dumpDatabase(w.t), before, 'a call by team B changed a row');
     assert.equal(w.sc.commands().length, commandsBefore, "a command reached team A's host");

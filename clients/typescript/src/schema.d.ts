@@ -982,72 +982,6 @@ export interface paths {
       };
     };
   };
-  "/v1/envs/{env}/lineage": {
-    /** What the environment was forked from, up the chain, nearest first (at most 8) */
-    get: {
-      parameters: {
-        path: {
-          /** @description Environment id (env_…) */
-          env: string;
-        };
-      };
-      responses: {
-        /** @description Default Response */
-        "4XX": {
-          content: {
-            "application/json": {
-              error: string;
-            };
-          };
-        };
-        /** @description Default Response */
-        "5XX": {
-          content: {
-            "application/json": {
-              error: string;
-            };
-          };
-        };
-        /** @description Default Response */
-        200: {
-          content: {
-            "application/json": {
-              ancestors: {
-                  environment: {
-                    /** @description ISO 8601 */
-                    CreatedAt: string;
-                    CurrentVersionID: string;
-                    Endpoints: {
-                      [key: string]: string;
-                    };
-                    HostID: string;
-                    ID: string;
-                    Name: string;
-                    ParentVersionID: string;
-                    ProjectID: string;
-                    Stage: string;
-                    Status: string;
-                  };
-                  version: {
-                    /** @description ISO 8601 */
-                    CreatedAt: string;
-                    EnvID: string;
-                    Healthy: boolean;
-                    ID: string;
-                    Number: number;
-                    ProjectID: string;
-                    Snapshot: string;
-                    Spec: {
-                      [key: string]: unknown;
-                    };
-                  };
-                }[];
-            };
-          };
-        };
-      };
-    };
-  };
   "/v1/envs/{env}/fs": {
     /** Read one regular file of a service (its raw bytes, streamed; 404 when missing) */
     get: {
@@ -1340,6 +1274,72 @@ export interface paths {
         /** @description Default Response */
         200: {
           content: never;
+        };
+      };
+    };
+  };
+  "/v1/envs/{env}/lineage": {
+    /** What the environment was forked from, up the chain, nearest first (at most 8) */
+    get: {
+      parameters: {
+        path: {
+          /** @description Environment id (env_…) */
+          env: string;
+        };
+      };
+      responses: {
+        /** @description Default Response */
+        "4XX": {
+          content: {
+            "application/json": {
+              error: string;
+            };
+          };
+        };
+        /** @description Default Response */
+        "5XX": {
+          content: {
+            "application/json": {
+              error: string;
+            };
+          };
+        };
+        /** @description Default Response */
+        200: {
+          content: {
+            "application/json": {
+              ancestors: {
+                  environment: {
+                    /** @description ISO 8601 */
+                    CreatedAt: string;
+                    CurrentVersionID: string;
+                    Endpoints: {
+                      [key: string]: string;
+                    };
+                    HostID: string;
+                    ID: string;
+                    Name: string;
+                    ParentVersionID: string;
+                    ProjectID: string;
+                    Stage: string;
+                    Status: string;
+                  };
+                  version: {
+                    /** @description ISO 8601 */
+                    CreatedAt: string;
+                    EnvID: string;
+                    Healthy: boolean;
+                    ID: string;
+                    Number: number;
+                    ProjectID: string;
+                    Snapshot: string;
+                    Spec: {
+                      [key: string]: unknown;
+                    };
+                  };
+                }[];
+            };
+          };
         };
       };
     };
