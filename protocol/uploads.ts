@@ -37,8 +37,13 @@ const WHY: Record<string, string> = {
 /** Why an entry is refused, or null when it may be extracted. */
 export function uploadRefusal(h: TarHeaderLike): string | null {
   const type = h.type ?? 'file';
-  if (ACCEPTED.has(type)) return null;
-  return `'${h.name.slice(0, 200)}': ${WHY[type] ?? `entries of type ${type} are not accepted`}`;
+  if (!ACCEPTED.has(type))
+    return `'${h.name.slice(0, 200)}': ${WHY[type] ?? `entries of type ${type} are not accepted`}`;
+  // Only a file has content. tar-stream reads a link's declared bytes as its body (and a packer
+  // refuses them), and never ends the body of a directory that declares a size.
+  if (type !== 'file' && (h.size ?? 0) > 0)
+    return `'${h.name.slice(0, 200)}': a ${type} entry cannot carry data`;
+  return null;
 }
 
 /** The bytes an entry takes once extracted: a PAX sparse file's real size, not its stored size. */

@@ -37,10 +37,14 @@ export async function rewriteUpload(tar: Buffer, owner: Owner): Promise<Buffer> 
       if (refusal) refused ??= new UploadRefused(`upload refused: ${refusal}`);
       else if (expanded > MAX_UPLOAD_EXPANDED_BYTES)
         refused ??= new UploadRefused(expandedTooLarge(expanded));
+      // A truncated entry errors on its own stream; unheard, that error would end the process.
+      stream.on('error', (err: Error) => ex.destroy(err));
       if (refused) {
         // The rest is only read through (the archive is at most 32 MiB); nothing more is packed.
-        stream.on('end', next);
+        // tar-stream never ends the body of a directory that declares a size: go on at once.
         stream.resume();
+        if (h.type === 'directory') next();
+        else stream.on('end', next);
         return;
       }
       const type = h.type ?? 'file';
@@ -60,7 +64,12 @@ export async function rewriteUpload(tar: Buffer, owner: Owner): Promise<Buffer> 
         body.push(c as Buffer);
       });
       stream.on('end', () => {
-        out.entry(header, Buffer.concat(body), (err) => (err ? ex.destroy(err) : next()));
+        const done = (err?: Error | null) => (err ? ex.destroy(err) : next());
+        // Only a file carries bytes: tar-stream errors, on a stream nobody listens to, when another kind
+        // of entry is given a body, and a hostile archive can declare a directory or a link with
+        // data. Such bytes are dropped, as tar(1) would drop them.
+        if (type === 'file') out.entry(header, Buffer.concat(body), done);
+        else out.entry(header, Buffer.alloc(0), done);
       });
     });
     ex.on('finish', () => (refused ? reject(refused) : resolve()));
@@ -72,6 +81,8 @@ export async function rewriteUpload(tar: Buffer, owner: Owner): Promise<Buffer> 
   } catch (err) {
     out.destroy();
     if (err instanceof UploadRefused) throw err;
+    // What was refused first says more than the parse error it led to.
+    if (refused) throw refused;
     throw new UploadRefused(`upload is not a valid tar archive: ${(err as Error).message}`);
   }
   out.finalize();
