@@ -9,6 +9,7 @@ import {
   EgressSchema,
   MAX_DISK_MB,
   MAX_TIMEOUT_SEC,
+  RuntimeSchema,
   ServiceRecordSchema,
   VerifierSpecSchema,
 } from './spec.ts';
@@ -41,6 +42,8 @@ export const PAYLOAD_SCHEMAS = {
     agent: Type.Optional(Str),
     /** Disk limit across the volumes in MiB (`x-svc.disk_mb`). */
     disk_mb: DiskMb,
+    /** The container runtime (`x-svc.runtime`); absent = the host's default (SVC_RUNTIME). */
+    runtime: Type.Optional(RuntimeSchema),
   }),
   'env.snapshot': Type.Object({ name: Str, keep_paused: Type.Optional(StrList) }),
   'env.fork': Type.Object({
@@ -51,6 +54,7 @@ export const PAYLOAD_SCHEMAS = {
     egress: EgressSchema,
     agent: Type.Optional(Str),
     disk_mb: DiskMb,
+    runtime: Type.Optional(RuntimeSchema),
   }),
   'env.rollback': Type.Object({ snapshot: Str }),
   'env.exec': Type.Object({

@@ -32,6 +32,12 @@ export const CapabilitiesSchema = Type.Object({
   netns: Type.Boolean(),
   public_ip: Type.Optional(Str),
   denvd_version: Str,
+  /** Container runtimes this host runs (`runc`, and `gvisor` where runsc is registered with Docker). */
+  runtimes: Type.Optional(StrList),
+  /** The host's default runtime (SVC_RUNTIME). */
+  default_runtime: Type.Optional(Str),
+  /** gVisor as found: runsc's version, its platform (ptrace, kvm, systrap) and network mode. */
+  gvisor: Type.Optional(Type.Object({ version: Str, platform: Str, network: Str })),
 });
 
 export const RESULT_SCHEMAS = {
@@ -60,6 +66,9 @@ export const RESULT_SCHEMAS = {
     sandbox: Type.Optional(Str),
     /** How the disk limit is enforced on this host (e.g. 'xfs project quota'); older sidecars omit it. */
     disk_quota: Type.Optional(Str),
+    /** The runtime the services run under, and gVisor's platform when it is gvisor. */
+    runtime: Type.Optional(Str),
+    runtime_platform: Type.Optional(Str),
   }),
   'env.snapshot': Type.Object({
     snapshot: Str,

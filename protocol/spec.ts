@@ -174,6 +174,20 @@ export function verifierForStep(v: VerifierSpec, step?: string): VerifierSpec {
 export const EgressSchema = Type.Union([Type.Literal('deny'), Type.Literal('allow')], { default: 'deny' });
 export type Egress = Static<typeof EgressSchema>;
 
+/**
+ * The container runtime of an environment (`x-svc.runtime`): `runc` (Docker's default) or `gvisor`
+ * (gVisor's `runsc`, a user-space kernel between the services and the host's). Absent in a spec:
+ * the host's default (svcd's SVC_RUNTIME, `runc` unless set).
+ */
+export const RUNTIMES = ['runc', 'gvisor'] as const;
+export const RuntimeSchema = Type.Union(RUNTIMES.map((r) => Type.Literal(r)));
+export type Runtime = (typeof RUNTIMES)[number];
+export const isRuntime = (v: unknown): v is Runtime => (RUNTIMES as readonly unknown[]).includes(v);
+
+/** The payload field of a spec's runtime: absent when the spec leaves it to the host. */
+export const runtimeField = (spec: { runtime?: Runtime }): { runtime?: Runtime } =>
+  spec.runtime ? { runtime: spec.runtime } : {};
+
 export interface EnvSpec {
   services: ServiceRecord[];
   /** Named volumes declared by the stack; each becomes one dataset on the host. */
@@ -185,6 +199,8 @@ export interface EnvSpec {
   context?: ContextRef;
   /** Disk limit across the environment's volumes in MiB (`x-svc.disk_mb`); absent in older versions (the default). */
   disk_mb?: number;
+  /** `x-svc.runtime`; absent = the host's default runtime. */
+  runtime?: Runtime;
 }
 
 /** The disk limit an environment gets: its spec's, else the default. */

@@ -10,6 +10,7 @@ import type { EngineLogger, OrchestratorDeps, Provisioner } from './deployments/
 import { DeploymentEngine } from './deployments/engine.ts';
 import { KINDS } from './deployments/kinds/index.ts';
 import { lateResult } from './deployments/late-results.ts';
+import { gvisorTeamsPolicy } from './envs/runtime-policy.ts';
 import type { LiveEvents } from './events/store.ts';
 import { Blobs } from './hosts/blobs.ts';
 import { failUnfinishedCommands } from './hosts/command-store.ts';
@@ -79,6 +80,7 @@ export function createOrchestrator(
       return config.sidecarUrl;
     },
     joinWaitMs: JOIN_WAIT_MS,
+    requiredRuntime: gvisorTeamsPolicy(db, config.gvisorTeams),
     offerContext: (upload) => blobs.offerFile(archivePath(config.uploadsDir, upload)),
   };
   dispatcher.on('late', ({ hostId, frame }) =>

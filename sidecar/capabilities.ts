@@ -3,6 +3,7 @@
 import { statfsSync } from 'node:fs';
 import { availableParallelism, hostname, totalmem } from 'node:os';
 import type { Capabilities } from '../protocol/commands.ts';
+import { type HostRuntimes, runtimeCapabilities } from './docker/gvisor.ts';
 
 export const VERSION = process.env.SVC_BUILD_VERSION || 'dev';
 
@@ -12,6 +13,7 @@ export interface Probes {
   storage: Capabilities['storage'];
   cow?: Capabilities['cow'];
   dataDir: string;
+  runtimes?: HostRuntimes;
 }
 
 const ARCH: Record<string, string> = { x64: 'amd64', arm64: 'arm64' };
@@ -43,5 +45,6 @@ export async function detectCapabilities(p: Probes): Promise<Capabilities> {
     compose,
     netns: process.platform === 'linux' && process.getuid?.() === 0,
     denvd_version: VERSION,
+    ...runtimeCapabilities(p.runtimes),
   };
 }

@@ -5,7 +5,7 @@
 import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type Docker from 'dockerode';
-import type { Egress, ServiceRecord } from '../protocol/spec.ts';
+import type { Egress, Runtime, ServiceRecord } from '../protocol/spec.ts';
 import { writeFileAtomic } from '../shared/atomic-file.ts';
 import { stagingDir } from './docker/bind-staging.ts';
 import type { BuildImages } from './docker/build-gc.ts';
@@ -13,6 +13,7 @@ import type { ComposeTool } from './docker/compose-tool.ts';
 import type { ProbeOptions } from './docker/egress.ts';
 import { DockerEngine, type EngineState } from './docker/engine.ts';
 import { NoComposeTool } from './docker/errors.ts';
+import type { HostRuntimes } from './docker/gvisor.ts';
 import { projectName } from './docker/render.ts';
 import { Stack } from './docker/stack.ts';
 import type { SubnetAllocator } from './docker/subnets.ts';
@@ -30,6 +31,8 @@ export interface SavedSpec {
   agent?: string;
   /** Disk limit across the volumes in MiB. */
   disk_mb?: number;
+  /** The runtime the stack runs under, resolved on this host (absent in older files: runc). */
+  runtime?: Runtime;
 }
 
 export interface SidecarContext {
@@ -59,6 +62,8 @@ export interface SidecarContext {
   pool?: StackPool;
   /** Streamed file reads and watches in flight (fs/tools.ts), made on first use. */
   fs?: FsState;
+  /** The runtimes this host runs and its default (SVC_RUNTIME); runc only when absent. */
+  runtimes?: HostRuntimes;
 }
 
 /** Runs a stack operation in the host's pool, its place in the queue told through progress. */
@@ -127,7 +132,7 @@ export function stackOf(
   return new Stack({
     envId,
     dir: envDir(ctx, envId),
-    spec: { services: spec.services, volumes: spec.volumes, egress: spec.egress },
+    spec: { services: spec.services, volumes: spec.volumes, egress: spec.egress, runtime: spec.runtime },
     tool: composeTool(ctx),
     docker: ctx.docker,
     engineState: ctx.engineState,

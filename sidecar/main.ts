@@ -12,6 +12,7 @@ import type { SidecarContext } from './context.ts';
 import { BuildImages, DEFAULT_BUILD_GC_EVERY_MS, DEFAULT_BUILD_KEEP_MS } from './docker/build-gc.ts';
 import { type ComposeFlavor, detectComposeTool } from './docker/compose-tool.ts';
 import { dockerClient, EngineState } from './docker/engine.ts';
+import { setUpRuntimes } from './docker/gvisor.ts';
 import { sparesEnabledFromEnv } from './docker/spare.ts';
 import { subnetAllocatorFromEnv } from './docker/subnets.ts';
 import { handlers, undoInterrupted } from './handlers/index.ts';
@@ -130,6 +131,12 @@ async function serve(opts: SidecarOptions): Promise<number> {
     return null;
   });
   const docker = dockerClient();
+  const runtimes = await setUpRuntimes(docker, log);
+  log(
+    runtimes.gvisor
+      ? `runtimes runc, gvisor (runsc ${runtimes.gvisor.version}, platform ${runtimes.gvisor.platform}, network ${runtimes.gvisor.network}); default ${runtimes.default}`
+      : `runtime runc only: ${runtimes.problem}; default ${runtimes.default}`,
+  );
   let identity = saved ? { host_id: saved.host_id, secret: saved.secret } : null;
   const capabilities = (): Promise<Capabilities> =>
     detectCapabilities({
@@ -138,6 +145,7 @@ async function serve(opts: SidecarOptions): Promise<number> {
       cow: storage.cow,
       dockerVersion: async () => ((await docker.version()) as { Version: string }).Version,
       composePresent: async () => tool !== null,
+      runtimes,
     });
   // Without a compose tool (logged above) the host still joins and reports `compose: false`, so
   // the control plane shows why; every stack command then fails with composeTool()'s error.
@@ -155,6 +163,7 @@ async function serve(opts: SidecarOptions): Promise<number> {
     subnets: subnetAllocatorFromEnv(join(dataDir, 'envs'), docker),
     buildKeepMs: secondsEnv('SVC_BUILD_KEEP', DEFAULT_BUILD_KEEP_MS),
     pool: stackPoolFromEnv(),
+    runtimes,
   };
   ctx.engineState.spares.enabled = sparesEnabledFromEnv();
   const stopCollecting = collectPeriodically(ctx);

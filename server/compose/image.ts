@@ -1,6 +1,6 @@
 // Image references, and the spec of the `POST /v1/sandboxes` image form: one service `main` from an
 // image, with its container paths as named volumes so they snapshot and fork like any stack's.
-import type { EnvSpec, ServiceRecord } from '../../protocol/spec.ts';
+import { type EnvSpec, isRuntime, type Runtime, type ServiceRecord } from '../../protocol/spec.ts';
 import { shortPort } from './ports.ts';
 import { containerPath, fail, type Node, scalarText } from './tree.ts';
 import { pathSlug } from './volumes.ts';
@@ -31,6 +31,8 @@ export interface ImageSandboxInput {
   ports?: string[];
   volumes?: string[];
   egress?: 'deny' | 'allow';
+  /** Absent: the host's default runtime. */
+  runtime?: Runtime;
 }
 
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_.-]*$/;
@@ -87,7 +89,18 @@ export function imageSandboxSpec(input: ImageSandboxInput): EnvSpec {
     working_dir: '',
     resources: { memory_mb: 0, pids: 0, cpus: 0 },
   };
-  return { services: [service], volumes: [...volumes.keys()], egress, agent: null, verifier: null };
+  const spec: EnvSpec = {
+    services: [service],
+    volumes: [...volumes.keys()],
+    egress,
+    agent: null,
+    verifier: null,
+  };
+  if (input.runtime !== undefined) {
+    if (!isRuntime(input.runtime)) fail(`image sandbox: runtime must be 'runc' or 'gvisor'`);
+    spec.runtime = input.runtime;
+  }
+  return spec;
 }
 
 function list(value: unknown, field: string): unknown[] {

@@ -84,6 +84,7 @@ export function parseCompose(text: string, opts: ParseOptions = {}): ParsedCompo
     agent: ext.agent,
     verifier: ext.verifier,
     disk_mb: ext.disk_mb,
+    ...(ext.runtime ? { runtime: ext.runtime } : {}),
   };
   if (opts.project) checkProjectSpec(spec, declared);
   return { spec, warnings };

@@ -101,6 +101,15 @@ x-svc.verifier.command: sh /grade.sh
     }
   });
 
+  it('takes x-svc.runtime (runc or gvisor) into the spec, absent when unset, and refuses others', () => {
+    assert.equal(parses(stack('')).spec.runtime, undefined);
+    assert.equal(parses(stack('x-svc.runtime: gvisor\n')).spec.runtime, 'gvisor');
+    assert.equal(parses(stack('x-svc:\n  runtime: runc\n')).spec.runtime, 'runc');
+    for (const bad of ['kata', 'runsc', '1', '[gvisor]']) {
+      assert.match(refuses(stack(`x-svc.runtime: ${bad}\n`)), /x-svc\.runtime must be runc or gvisor/);
+    }
+  });
+
   it('takes x-svc.disk_mb (default 10 GiB) into the spec and refuses nonsense', () => {
     assert.equal(parses(stack('')).spec.disk_mb, 10_240);
     assert.equal(parses(stack('x-svc.disk_mb: 512\n')).spec.disk_mb, 512);

@@ -6,8 +6,11 @@ import {
   DEFAULT_DISK_MB,
   DEFAULT_VERIFIER_TIMEOUT_SEC,
   type Egress,
+  isRuntime,
   MAX_DISK_MB,
   MAX_TIMEOUT_SEC,
+  RUNTIMES,
+  type Runtime,
   type ServiceRecord,
   type VerifierSpec,
 } from '../../protocol/spec.ts';
@@ -30,11 +33,14 @@ export interface Extensions {
   agent: { service: string } | null;
   verifier: VerifierSpec | null;
   disk_mb: number;
+  /** Absent when the compose file does not say: the host's default runtime then. */
+  runtime?: Runtime;
 }
 
 const LEAVES = new Set([
   'egress',
   'disk_mb',
+  'runtime',
   'agent.service',
   'verifier.image',
   'verifier.service',
@@ -48,7 +54,7 @@ const LEAVES = new Set([
 ]);
 const BRANCHES = new Set(['', 'agent', 'verifier']);
 const KNOWN =
-  'the x-svc keys are x-svc.agent.service, x-svc.verifier.{image,service,command,collect,timeout_sec,tests,env,parser,steps}, x-svc.egress and x-svc.disk_mb';
+  'the x-svc keys are x-svc.agent.service, x-svc.verifier.{image,service,command,collect,timeout_sec,tests,env,parser,steps}, x-svc.egress, x-svc.disk_mb and x-svc.runtime';
 
 interface Flat {
   leaves: Map<string, Node>;
@@ -90,7 +96,20 @@ export function parseExtensions(
   const disk = flat.leaves.get('disk_mb');
   const disk_mb =
     disk === undefined || disk === null ? DEFAULT_DISK_MB : asInt(disk, 'x-svc.disk_mb', 1, MAX_DISK_MB);
-  return { egress: parseEgress(flat.leaves.get('egress')), agent, verifier, disk_mb };
+  const runtime = parseRuntime(flat.leaves.get('runtime'));
+  return {
+    egress: parseEgress(flat.leaves.get('egress')),
+    agent,
+    verifier,
+    disk_mb,
+    ...(runtime ? { runtime } : {}),
+  };
+}
+
+function parseRuntime(node: Node | undefined): Runtime | undefined {
+  if (node === undefined || node === null) return undefined;
+  if (!isRuntime(node)) fail(`x-svc.runtime must be ${RUNTIMES.join(' or ')}, got ${show(node)}`);
+  return node;
 }
 
 function flatten(path: string, value: Node, flat: Flat): void {

@@ -43,6 +43,8 @@ export interface Config {
   metricsToken: string;
   /** SVC_FS_MAX_FILE_BYTES: the largest file the file API reads or writes (default 1 GiB; 413 past it). */
   fsMaxFileBytes: number;
+  /** SVC_GVISOR_TEAMS: teams (ids or names, comma-separated) whose environments must run under gVisor. */
+  gvisorTeams: string[];
 }
 
 export interface UploadLimits {
@@ -285,6 +287,10 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
     uploads: uploadLimits(env),
     metricsToken: metricsToken(env.SVC_METRICS_TOKEN ?? ''),
     fsMaxFileBytes: fsMaxFileBytes(env),
+    gvisorTeams: (env.SVC_GVISOR_TEAMS ?? '')
+      .split(',')
+      .map((t) => t.trim())
+      .filter(Boolean),
   };
 }
 

@@ -1,6 +1,7 @@
 // What deployment kinds may use. Kept as an interface so orchestrator tests can run the real
 // engine with a fake sidecar, and so provisioning and drivers plug in without the engine knowing.
 import type { BlobRef } from '../../protocol/commands.ts';
+import type { Runtime } from '../../protocol/spec.ts';
 import type { Db } from '../db/types.ts';
 import type { LiveEvents } from '../events/store.ts';
 import type { CommandTargets } from '../hosts/command-target.ts';
@@ -51,6 +52,8 @@ export interface OrchestratorDeps {
   sidecarUrl: string;
   /** How long the deploy `join` phase waits for a provisioned host (spec: 6 minutes). */
   joinWaitMs: number;
+  /** The runtime a team must run environments under (SVC_GVISOR_TEAMS); absent = no policy. */
+  requiredRuntime?(teamId: string): Promise<Runtime | null>;
   /** A one-time URL for an uploaded project context (PUT /v1/uploads), for env.create. */
   offerContext?(upload: string): BlobRef;
 }

@@ -1,6 +1,7 @@
 // Placement order for a deploy's `place` phase (spec "Targets, placement and drivers"):
 // 1. the environment's own host, if connected; 2. the pinned target; 3. the first connected host
 // of the team, sidecars before driver hosts; 4. otherwise provisioning.
+import type { Runtime } from '../../protocol/spec.ts';
 import { findCloudByRef } from '../clouds/store.ts';
 import type { Environment } from '../envs/store.ts';
 import { listHosts } from '../hosts/store.ts';
@@ -9,6 +10,11 @@ import type { OrchestratorDeps } from './deps.ts';
 export type Placement = { hostId: string; reason: string } | { provision: true; reason: string };
 
 export const PROVISIONING = 'no connected host (provisioning)';
+export const NO_GVISOR_HOST =
+  'no connected host runs gvisor: install runsc on a host (apt-get install runsc) and restart its svcd, which registers it with Docker';
+
+const runsGvisor = (caps: Record<string, unknown>) =>
+  Array.isArray(caps.runtimes) && caps.runtimes.includes('gvisor');
 
 const reachable = (deps: OrchestratorDeps, h: { ID: string; Kind: string }) =>
   h.Kind !== 'sidecar' || deps.hub.isConnected(h.ID);
@@ -18,6 +24,7 @@ export async function place(
   teamId: string,
   env: Environment,
   pinnedTarget: string | null,
+  runtime?: Runtime,
 ): Promise<Placement> {
   const hosts = await listHosts(deps.db, teamId);
   const own = hosts.find((h) => h.ID === env.HostID);
@@ -39,6 +46,11 @@ export async function place(
 
   await deps.ensureDriverHosts(teamId);
   const all = await listHosts(deps.db, teamId); // sidecars first, then driver hosts
+  if (runtime === 'gvisor') {
+    const able = all.find((h) => h.Kind === 'sidecar' && reachable(deps, h) && runsGvisor(h.Capabilities));
+    if (able) return { hostId: able.ID, reason: 'first connected host running gvisor' };
+    throw new Error(NO_GVISOR_HOST);
+  }
   const first = all.find((h) => reachable(deps, h));
   if (first) return { hostId: first.ID, reason: 'first connected host in team' };
   return { provision: true, reason: PROVISIONING };

@@ -15,6 +15,7 @@ import { getHostRow } from '../hosts/store.ts';
 import type { Caller } from '../identity/auth.ts';
 import { findProject, type Project } from '../projects/store.ts';
 import { parseWithContext } from '../uploads/parse.ts';
+import { checkForkUnderPolicy, specUnderPolicy } from './runtime-policy.ts';
 import {
   countEnvsNamed,
   type Environment,
@@ -87,6 +88,7 @@ export async function deploySpec(
 ): Promise<Started & { environment: Environment }> {
   const name = req.env ?? 'alpha';
   checkEnvName(name);
+  spec = await specUnderPolicy(engine.deps.requiredRuntime, caller.teamId, spec);
   let env = await findEnvByName(db, project.ID, name);
   if (env) assertLive(env);
   else
@@ -167,6 +169,7 @@ export async function forkVersion(
   fanout?: FanoutTag,
 ): Promise<Started & { environment: Environment }> {
   checkEnvName(name);
+  await checkForkUnderPolicy(engine.deps.requiredRuntime, caller.teamId, v.Spec);
   if (await findEnvByName(db, v.ProjectID, name))
     throw new Conflict(`environment ${name} already exists in this project`);
   const owner = await getEnv(db, caller.teamId, v.EnvID);

@@ -1,5 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import { ForkCount } from '../../protocol/api.ts';
+import { RuntimeSchema } from '../../protocol/spec.ts';
 import type { AppContext } from '../context.ts';
 import type { App } from '../http/app.ts';
 import { Body, SECURED } from '../http/schema.ts';
@@ -13,6 +14,8 @@ export const SandboxBody = Body({
   ports: Type.Optional(Type.Array(Type.String(), { maxItems: 256 })),
   volumes: Type.Optional(Type.Array(Type.String(), { maxItems: 64 })),
   egress: Type.Optional(Type.Union([Type.Literal('deny'), Type.Literal('allow')])),
+  /** The container runtime of an image sandbox; a fork runs under its version's. */
+  runtime: Type.Optional(RuntimeSchema),
   project: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
   name: Type.Optional(
     Type.String({

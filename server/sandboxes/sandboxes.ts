@@ -2,6 +2,7 @@
 // Either a fork of a healthy version (whole stack, data included) or one container from an image;
 // with `count`, that many forks of one version, each healthy or with its own error.
 
+import type { Runtime } from '../../protocol/spec.ts';
 import { findCloudByRef } from '../clouds/store.ts';
 import { ComposeError, imageSandboxSpec } from '../compose/index.ts';
 import type { AppContext } from '../context.ts';
@@ -26,6 +27,7 @@ export interface SandboxRequest {
   ports?: string[];
   volumes?: string[];
   egress?: 'deny' | 'allow';
+  runtime?: Runtime;
   project?: string;
   name?: string;
   /** How many forks of from_version (createSandboxes); a single sandbox has none. */
@@ -59,6 +61,7 @@ function imageSpec(req: SandboxRequest) {
       ports: req.ports,
       volumes: req.volumes,
       egress: req.egress,
+      runtime: req.runtime,
     });
   } catch (err) {
     if (err instanceof ComposeError) throw new BadRequest(err.message);
@@ -79,6 +82,10 @@ async function start(
     if (pin) throw new BadRequest('a target sandbox takes the image form only (image, cmd, env, ...)');
     const v = await envStore.getVersion(ctx.db, caller.teamId, req.from_version as string);
     if (!v) throw new NotFound(`version ${req.from_version} not found`);
+    if (req.runtime !== undefined && req.runtime !== v.Spec.runtime)
+      throw new BadRequest(
+        `a fork runs under its version's runtime (${v.Spec.runtime ?? "the host's default"}); deploy the version with x-svc.runtime: ${req.runtime}`,
+      );
     await assertSnapshot(ctx.db, caller, v, 'env.fork');
     const name = req.name ?? (await freeName(ctx.db, v.ProjectID, 'sbx-'));
     return forkVersion(ctx.db, ctx.engine, caller, v, name);
@@ -93,7 +100,8 @@ async function start(
 
 /** A ready warm-pool member of `from_version`, or null: it is healthy already. */
 async function claimWarm(ctx: AppContext, caller: Caller, req: SandboxRequest, pin: string | null) {
-  if (req.from_version === undefined || req.image !== undefined || pin) return null;
+  // A sandbox that names a runtime is checked against its version by start().
+  if (req.from_version === undefined || req.image !== undefined || req.runtime || pin) return null;
   const v = await envStore.getVersion(ctx.db, caller.teamId, req.from_version);
   if (!v?.Healthy || !v.Snapshot) return null; // start() says why
   const warm = await ctx.pool.claim(caller, v, req.name);

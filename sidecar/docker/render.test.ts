@@ -165,4 +165,13 @@ describe('render', () => {
     assert.equal(doc.services.db.storage_opt, undefined);
     assert.equal(withLayer(false).services.app.storage_opt, undefined);
   });
+
+  it('names the runsc runtime for every service of a gvisor environment, and none under runc', () => {
+    const gvisor = parse(renderCompose(input({ runtime: 'gvisor' }))) as Doc;
+    for (const svc of Object.values(gvisor.services)) assert.equal(svc.runtime, 'runsc');
+    for (const runtime of ['runc', undefined] as const) {
+      const doc = parse(renderCompose(input({ runtime }))) as Doc;
+      for (const svc of Object.values(doc.services)) assert.equal(svc.runtime, undefined);
+    }
+  });
 });

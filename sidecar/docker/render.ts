@@ -10,12 +10,14 @@
 // - Every container runs with `no-new-privileges` (a setuid binary gains nothing), an init process
 //   as PID 1 (orphans are reaped, so zombies cannot use up the pid limit) and a bounded log
 //   (json-file, rotated at LOG_MAX_SIZE, LOG_MAX_FILES files kept).
+// - A gvisor environment names Docker's `runsc` runtime for every service (gvisor.ts registers it).
 import { createHash } from 'node:crypto';
 import { stringify } from 'yaml';
 import {
   type Egress,
   effectiveResources,
   type HealthCheck,
+  type Runtime,
   type ServiceRecord,
 } from '../../protocol/spec.ts';
 import type { StagedBinds } from './bind-staging.ts';
@@ -26,12 +28,16 @@ import { renderBinds } from './render-project.ts';
 export const ENV_LABEL = 'svc.env';
 export const LOG_MAX_SIZE = '10m';
 export const LOG_MAX_FILES = 3;
+/** The name gVisor's runsc is registered under with the Docker daemon. */
+export const GVISOR_DOCKER_RUNTIME = 'runsc';
 
 export interface RenderInput {
   envId: string;
   services: ServiceRecord[];
   volumes: string[];
   egress: Egress;
+  /** runc when absent. */
+  runtime?: Runtime;
   /** volume → host directory of its dataset (the storage layer's `prepare` result). */
   volumePaths: Record<string, string>;
   /** service → the staging path of each of its relative binds (bind-staging.ts). */
@@ -116,6 +122,7 @@ function service(svc: ServiceRecord, input: RenderInput): Record<string, unknown
   out.cpus = cpus;
   out.labels = { [ENV_LABEL]: input.envId };
   if (svc.layer_mb && input.layerQuota) out.storage_opt = { size: `${svc.layer_mb}M` };
+  if (input.runtime === 'gvisor') out.runtime = GVISOR_DOCKER_RUNTIME;
   out.security_opt = ['no-new-privileges:true'];
   out.init = true;
   out.logging = {

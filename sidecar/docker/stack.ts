@@ -5,7 +5,7 @@ import { mkdir } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import type Docker from 'dockerode';
-import { CONTEXT_VOLUME, type Egress, type ServiceRecord } from '../../protocol/spec.ts';
+import { CONTEXT_VOLUME, type Egress, type Runtime, type ServiceRecord } from '../../protocol/spec.ts';
 import { writeFileAtomic } from '../../shared/atomic-file.ts';
 import { AGAIN, retry, retryFailures } from '../../shared/concurrency.ts';
 import { startActive } from './active-health.ts';
@@ -24,6 +24,8 @@ export interface StackSpec {
   services: ServiceRecord[];
   volumes: string[];
   egress: Egress;
+  /** The runtime the services run under (render.ts names runsc for gvisor); runc when absent. */
+  runtime?: Runtime;
 }
 
 export interface StackOptions {

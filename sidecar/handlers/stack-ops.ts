@@ -2,7 +2,7 @@
 // the egress probe. A first create or a fork that fails leaves nothing running behind it.
 import { chown, readdir, stat } from 'node:fs/promises';
 import type { Payloads, Results } from '../../protocol/commands.ts';
-import { CONTEXT_VOLUME, DEFAULT_DISK_MB, type ServiceRecord } from '../../protocol/spec.ts';
+import { CONTEXT_VOLUME, DEFAULT_DISK_MB, type Runtime, type ServiceRecord } from '../../protocol/spec.ts';
 import {
   composeTool,
   loadSpec,
@@ -15,6 +15,7 @@ import {
 } from '../context.ts';
 import { buildImages } from '../docker/build.ts';
 import { buildOwner } from '../docker/build-gc.ts';
+import { resolveRuntime } from '../docker/gvisor.ts';
 import { engineBoundsLayers } from '../docker/layer-quota.ts';
 import { checkProjectFields, contextFiles, contextOf, ensureContext } from '../docker/project.ts';
 import type { Stack } from '../docker/stack.ts';
@@ -40,13 +41,31 @@ async function ownFreshVolumes(services: ServiceRecord[], paths: Record<string, 
   }
 }
 
-/** What the host keeps of a create or fork payload (checked on receipt, agent included). */
-function specOf(payload: Payloads['env.create'] | Payloads['env.fork'], version: string): SavedSpec {
+/**
+ * What the host keeps of a create or fork payload (checked on receipt, agent included). The runtime
+ * is resolved here: the payload's, else (a fork) its source's, else this host's default.
+ */
+function specOf(
+  ctx: SidecarContext,
+  payload: Payloads['env.create'] | Payloads['env.fork'],
+  version: string,
+  inherited?: Runtime,
+): SavedSpec {
   const { services, volumes, egress, disk_mb = DEFAULT_DISK_MB, agent } = payload;
-  const spec: SavedSpec = { services, volumes, egress, version, disk_mb };
+  const runtime = resolveRuntime(ctx.runtimes, payload.runtime ?? inherited);
+  const spec: SavedSpec = { services, volumes, egress, version, disk_mb, runtime };
   if (agent) spec.agent = agent;
   checkProjectFields(spec.services, spec.volumes);
   return spec;
+}
+
+/** The runtime a create reports, with gVisor's platform when it is gvisor. */
+function runtimeReport(ctx: SidecarContext, spec: SavedSpec) {
+  const runtime = spec.runtime ?? 'runc';
+  const gvisor = ctx.runtimes?.gvisor;
+  return runtime === 'gvisor' && gvisor
+    ? { runtime, runtime_platform: `${gvisor.platform} (runsc ${gvisor.version}, network ${gvisor.network})` }
+    : { runtime };
 }
 
 /** env.create only: the context into its dataset (once per digest), then the images it builds. */
@@ -135,7 +154,7 @@ export async function envCreate(
   ctx: SidecarContext,
   cmd: CommandContext<'env.create'>,
 ): Promise<Results['env.create']> {
-  const spec = specOf(cmd.payload, cmd.payload.version);
+  const spec = specOf(ctx, cmd.payload, cmd.payload.version);
   composeTool(ctx); // before any dataset is made
   // The images it builds are held against collection until its spec is saved (or it failed).
   const release = await ctx.builds.hold(spec.services.map((s) => s.image));
@@ -167,6 +186,7 @@ async function createWith(ctx: SidecarContext, cmd: CommandContext<'env.create'>
       storage: ctx.storage.kind,
       egress,
       disk_quota: diskQuota,
+      ...runtimeReport(ctx, spec),
     };
   } catch (err) {
     // A redeploy that fails keeps its containers for the rollback the control plane sends next;
@@ -182,7 +202,8 @@ export async function envFork(
 ): Promise<Results['env.fork']> {
   const started = Date.now();
   const { from_env: from, from_snapshot: snapshot } = cmd.payload;
-  const spec = specOf(cmd.payload, snapshot);
+  const source = (await loadVersionSpec(ctx, from, snapshot)) ?? (await loadSpec(ctx, from));
+  const spec = specOf(ctx, cmd.payload, snapshot, source?.runtime ?? (source ? 'runc' : undefined));
   composeTool(ctx); // before any dataset is cloned
   if (await loadSpec(ctx, cmd.envId)) throw new Error(`environment ${cmd.envId} already exists on this host`);
   await limitDisk(ctx, cmd, cmd.envId, spec).catch(async (err) => {

@@ -12,7 +12,7 @@ import { settledWithin } from '../../shared/concurrency.ts';
 import { engineOf, requireSpec, type SidecarContext } from '../context.ts';
 import { dockerMessage, statusCode } from '../docker/errors.ts';
 import { demuxAll } from '../docker/mux.ts';
-import { networkName } from '../docker/render.ts';
+import { GVISOR_DOCKER_RUNTIME, networkName } from '../docker/render.ts';
 import type { CommandContext } from '../runner.ts';
 import { verifyDir } from './collect.ts';
 import { parseOutput } from './parsers.ts';
@@ -81,7 +81,7 @@ export async function verifyRun(
   if (cmd.payload.refused)
     return { reward: 0, exit_code: null, stdout: '', stderr: '', source: 'refused', ran_for: 0 };
   const { id, verifier } = cmd.payload;
-  await requireSpec(ctx, cmd.envId);
+  const spec = await requireSpec(ctx, cmd.envId);
   const base = verifyDir(ctx, id);
   const submission = join(base, 'submission');
   const logs = join(base, 'logs');
@@ -91,10 +91,12 @@ export async function verifyRun(
 
   const extras = await graderExtras(ctx, cmd.envId, verifier, base);
   const binds = [`${submission}:/submission:ro`, `${logs}:/logs/verifier`, ...extras.binds];
+  // The grader runs under the stack's runtime: a gVisor stack's verifier is behind gVisor too.
   const limits = {
     Memory: DEFAULT_RESOURCES.memory_mb * 1024 * 1024,
     PidsLimit: DEFAULT_RESOURCES.pids,
     NanoCpus: DEFAULT_RESOURCES.cpus * 1e9,
+    ...(spec.runtime === 'gvisor' ? { Runtime: GVISOR_DOCKER_RUNTIME } : {}),
   };
   let opts: Docker.ContainerCreateOptions;
   if (verifier.image) {

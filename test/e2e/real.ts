@@ -173,6 +173,16 @@ export async function exec(t: TestServer, env: string, service: string, cmd: str
   return r.body as { exit_code: number; stdout: string; stderr: string };
 }
 
+/** The progress messages svcd sent for an environment's env.create. */
+export async function createProgress(t: TestServer, envId: string): Promise<string[]> {
+  const cmd = await t.server.ctx.db.get<{ id: string }>(
+    "SELECT id FROM commands WHERE kind = 'env.create' AND env_id = ?",
+    [envId],
+  );
+  assert.ok(cmd, `no env.create command for ${envId}`);
+  return (await t.req('GET', `/v1/events?subject=cmd:${cmd.id}`)).body.events.map((e: any) => e.Body.message);
+}
+
 /**
  * Destroys every environment a test left (through the API, while the sidecar runs, so firewall
  * rules and datasets go too), then sweeps any Docker object still labelled with their projects.

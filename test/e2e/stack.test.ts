@@ -7,7 +7,7 @@ import { after, before, describe, test } from 'node:test';
 import tar from 'tar-stream';
 import { BUSYBOX_IMAGE, ensureTestImages } from '../support/images.ts';
 import { tier } from '../support/tiers.ts';
-import { exec, finished, leftovers, primaryIp, type Real, startReal } from './real.ts';
+import { createProgress, exec, finished, leftovers, primaryIp, type Real, startReal } from './real.ts';
 
 const STACK = `
 services:
@@ -59,13 +59,7 @@ describe('a real stack on real Docker', { skip: tier('docker') }, () => {
     assert.deepEqual(byName.health.Evidence, { endpoints: {} });
     assert.equal(byName.snapshot.Evidence.consistent, true);
     assert.equal(typeof byName.snapshot.Evidence.frozen_for, 'number');
-    const cmd = await r.t.server.ctx.db.get<{ id: string }>(
-      "SELECT id FROM commands WHERE kind = 'env.create' AND env_id = ?",
-      [alpha],
-    );
-    const progress = (await r.t.req('GET', `/v1/events?subject=cmd:${cmd!.id}`)).body.events.map(
-      (e: any) => e.Body.message,
-    );
+    const progress = await createProgress(r.t, alpha);
     assert.ok(progress.includes('healthy; egress denied (verified)'), progress.join(' | '));
     // From inside: neither "the internet" (the listener on the primary address) nor the host's
     // own services through the bridge gateway are reachable.

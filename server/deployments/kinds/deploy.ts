@@ -1,7 +1,7 @@
 // deploy: resolve, place, provision, join, prepare, start, health, warm, snapshot, ingress, verdict.
 import { type Static, Type } from '@sinclair/typebox';
 import type { Results } from '../../../protocol/commands.ts';
-import { diskLimitMb, type EnvSpec } from '../../../protocol/spec.ts';
+import { diskLimitMb, type EnvSpec, runtimeField } from '../../../protocol/spec.ts';
 import { snapshotRefusal } from '../../clouds/providers.ts';
 import { listClouds } from '../../clouds/store.ts';
 import {
@@ -66,7 +66,8 @@ async function resolve(ctx: Ctx) {
 }
 
 async function placePhase(ctx: Ctx) {
-  const placed = await place(ctx.deps, ctx.dep.TeamID, await ctx.env(), ctx.params.target);
+  const spec = await specOf(ctx);
+  const placed = await place(ctx.deps, ctx.dep.TeamID, await ctx.env(), ctx.params.target, spec.runtime);
   if ('provision' in placed) return { host: '', reason: placed.reason };
   ctx.params.host = placed.hostId;
   return { host: placed.hostId, reason: placed.reason };
@@ -146,13 +147,19 @@ async function prepare(ctx: Ctx) {
     ...contextPayload(ctx, spec),
     agent: spec.agent?.service ?? '',
     disk_mb: diskLimitMb(spec),
+    ...runtimeField(spec),
   });
   ctx.params.endpoints = r.endpoints;
   ctx.params.started_in = r.started_in;
   await setVersionDigests(ctx.deps.db, ctx.dep.VersionID, r.digests ?? {});
   // A driver host says what its provider enforces of the egress rule instead of degrading silently.
   const said = r.enforcement ? { egress: r.enforcement, caps: r.caps, sandbox: r.sandbox } : {};
-  const disk = { disk_mb: diskLimitMb(spec), disk_quota: r.disk_quota ?? 'not reported by the host' };
+  const disk = {
+    disk_mb: diskLimitMb(spec),
+    disk_quota: r.disk_quota ?? 'not reported by the host',
+    runtime: r.runtime ?? spec.runtime ?? 'not reported by the host',
+    ...(r.runtime_platform ? { runtime_platform: r.runtime_platform } : {}),
+  };
   if (!spec.context) return { version: ctx.dep.VersionID, endpoints: r.endpoints, ...disk, ...said };
   return {
     version: ctx.dep.VersionID,

@@ -1,0 +1,163 @@
+// The runtime matrix: the same rows, on real Docker through a real svcd, for a stack under runc and
+// the same stack under gVisor (`x-svc.runtime: gvisor`): deploy with egress denied and verified
+// from inside, exec and files, snapshot → fork independence → rollback, the disk limit, destroy
+// leaving nothing. svcd registers runsc with Docker itself when it is missing. The red-team row:
+// under gVisor, `uname -r` answers gVisor's kernel version, not the host's (the system call never
+// reaches the host kernel); under runc it is the host's.
+import assert from 'node:assert/strict';
+import { release } from 'node:os';
+import { after, before, describe, test } from 'node:test';
+import type { Runtime } from '../../protocol/spec.ts';
+import { findRunsc } from '../../sidecar/docker/gvisor.ts';
+import { BUSYBOX_IMAGE, ensureTestImages } from '../support/images.ts';
+import { tarOf } from '../support/tar.ts';
+import { tier } from '../support/tiers.ts';
+import { createProgress, exec, finished, leftovers, primaryIp, type Real, startReal } from './real.ts';
+
+const stack = (runtime: Runtime) => `
+services:
+  app:
+    image: ${BUSYBOX_IMAGE}
+    command: ["sh", "-c", "trap 'exit 0' TERM; [ -f /data/boot ] || echo first > /data/boot; while :; do sleep 1; done"]
+    volumes: [data:/data]
+    healthcheck:
+      test: ["CMD", "test", "-f", "/data/boot"]
+      interval: 1s
+      retries: 60
+volumes:
+  data: {}
+x-svc.runtime: ${runtime}
+x-svc.disk_mb: 48
+`;
+
+/** gVisor rows need runsc on the machine (CI installs it); without it they are skipped loudly. */
+async function gvisorSkip(): Promise<false | string> {
+  if (await findRunsc()) return false;
+  const msg = '*** GVISOR ROWS SKIPPED: runsc is not installed (apt-get install runsc) ***';
+  if ((process.env.SVC_REQUIRE_TIERS ?? '').includes('docker')) throw new Error(msg);
+  process.stderr.write(`${msg}\n`);
+  return msg;
+}
+
+describe('the runtime matrix on real Docker', { skip: tier('docker') }, async () => {
+  const skipGvisor = tier('docker') ? false : await gvisorSkip();
+  let r: Real;
+  before(async () => {
+    await ensureTestImages();
+    r = await startReal();
+  });
+  after(async () => r?.close());
+
+  test('svcd reports its runtimes in the hello capabilities', { skip: skipGvisor }, async () => {
+    const hosts = (await r.t.req('GET', '/v1/hosts')).body.hosts;
+    const caps = hosts[0].Capabilities;
+    assert.deepEqual(caps.runtimes, ['runc', 'gvisor'], JSON.stringify(caps));
+    assert.equal(caps.default_runtime, 'runc');
+    assert.match(caps.gvisor.version, /\S/);
+    assert.match(caps.gvisor.platform, /^(ptrace|kvm|systrap)$/);
+  });
+
+  for (const runtime of ['runc', 'gvisor'] as const) {
+    describe(`under ${runtime}`, { skip: runtime === 'gvisor' ? skipGvisor : false }, () => {
+      let env: string;
+      let phases: any[];
+      const project = `m-${runtime}`;
+      before(async () => {
+        await r.t.req('POST', '/v1/projects', { body: { name: project } });
+        const d = await r.t.req('POST', `/v1/projects/${project}/deploy`, {
+          body: { compose: stack(runtime) },
+        });
+        assert.equal(d.status, 202, JSON.stringify(d.body));
+        const out = await finished(r.t, d.body.deployment.ID);
+        assert.equal(out.deployment.Status, 'succeeded', `${out.deployment.Error}\n${r.log()}`);
+        env = out.deployment.EnvID;
+        phases = out.phases;
+      });
+
+      test('deploy: the runtime is in the spec and the prepare evidence; egress denied and verified', async () => {
+        const prepare = phases.find((p) => p.Name === 'prepare').Evidence;
+        assert.equal(prepare.runtime, runtime);
+        if (runtime === 'gvisor') assert.match(prepare.runtime_platform, /^(ptrace|kvm|systrap) \(runsc /);
+        const versions = await r.t.req('GET', `/v1/envs/${env}/versions`);
+        assert.equal(versions.body.versions.at(-1).Spec.runtime, runtime);
+        const progress = await createProgress(r.t, env);
+        assert.ok(progress.includes('healthy; egress denied (verified)'), progress.join(' | '));
+        const hits = r.listener.hits;
+        const out = await exec(r.t, env, 'app', [
+          'sh',
+          '-c',
+          `nc -w 3 ${primaryIp()} ${r.listener.port} </dev/null; echo rc=$?`,
+        ]);
+        assert.match(out.stdout, /rc=1/);
+        assert.equal(r.listener.hits, hits, 'the host listener saw no connection from the stack');
+      });
+
+      test('red team: uname -r is the host kernel only under runc', async () => {
+        const out = await exec(r.t, env, 'app', ['uname', '-r']);
+        if (runtime === 'runc') assert.equal(out.stdout.trim(), release());
+        else {
+          assert.notEqual(out.stdout.trim(), release(), 'gVisor answers uname itself');
+          assert.match(out.stdout.trim(), /^\d+\.\d+\.\d+$/);
+          const dmesg = await exec(r.t, env, 'app', ['dmesg']);
+          assert.match(dmesg.stdout, /gVisor/i, 'the kernel log is gVisor’s own');
+        }
+      });
+
+      test('exec and files: a put file is read back', async () => {
+        const out = await exec(r.t, env, 'app', ['sh', '-c', 'echo out; echo err >&2; exit 3']);
+        assert.deepEqual(out, { exit_code: 3, stdout: 'out\n', stderr: 'err\n' });
+        const put = await fetch(`${r.t.url}/v1/envs/${env}/files?service=app&path=/data/in`, {
+          method: 'PUT',
+          headers: { authorization: `Bearer ${r.t.key}`, 'content-type': 'application/x-tar' },
+          body: await tarOf({ 'hello.txt': 'hello\n' }),
+        });
+        assert.equal(put.status, 200, await put.clone().text());
+        assert.equal((await exec(r.t, env, 'app', ['cat', '/data/in/hello.txt'])).stdout, 'hello\n');
+      });
+
+      test('snapshot (freeze) → fork is an independent copy → rollback restores', async () => {
+        await exec(r.t, env, 'app', ['sh', '-c', 'echo v1 > /data/state']);
+        const s = await r.t.req('POST', `/v1/envs/${env}/snapshot`);
+        const snap = await finished(r.t, s.body.deployment.ID);
+        assert.equal(snap.deployment.Status, 'succeeded', snap.deployment.Error);
+        const frozen = snap.phases.find((p: any) => p.Evidence?.frozen_for !== undefined)?.Evidence;
+        assert.equal(frozen?.consistent, true, JSON.stringify(snap.phases));
+        const v = snap.deployment.VersionID;
+        await exec(r.t, env, 'app', ['sh', '-c', 'echo v2 > /data/state']);
+        const f = await r.t.req('POST', `/v1/envs/${env}/fork`, { body: { version: v, name: 'copy' } });
+        const fork = await finished(r.t, f.body.deployment.ID);
+        assert.equal(fork.deployment.Status, 'succeeded', fork.deployment.Error);
+        const forkId = fork.deployment.EnvID;
+        assert.equal((await exec(r.t, forkId, 'app', ['cat', '/data/state'])).stdout, 'v1\n');
+        const forkKernel = (await exec(r.t, forkId, 'app', ['uname', '-r'])).stdout.trim();
+        assert.equal(forkKernel === release(), runtime === 'runc', 'the fork runs under its source runtime');
+        await exec(r.t, forkId, 'app', ['sh', '-c', 'echo fork > /data/state']);
+        assert.equal((await exec(r.t, env, 'app', ['cat', '/data/state'])).stdout, 'v2\n');
+        const rb = await r.t.req('POST', `/v1/envs/${env}/rollback`, { body: { version: v } });
+        const back = await finished(r.t, rb.body.deployment.ID);
+        assert.equal(back.deployment.Status, 'succeeded', back.deployment.Error);
+        assert.equal((await exec(r.t, env, 'app', ['cat', '/data/state'])).stdout, 'v1\n');
+        assert.equal((await exec(r.t, forkId, 'app', ['cat', '/data/state'])).stdout, 'fork\n');
+        const d = await r.t.req('DELETE', `/v1/envs/${forkId}`);
+        assert.equal((await finished(r.t, d.body.deployment.ID)).deployment.Status, 'succeeded');
+        assert.deepEqual(leftovers(forkId), []);
+      });
+
+      test('disk limit: a write past x-svc.disk_mb fails inside the container', async () => {
+        const out = await exec(r.t, env, 'app', [
+          'sh',
+          '-c',
+          'dd if=/dev/zero of=/data/fill bs=1M count=200 2>&1; echo rc=$?; rm -f /data/fill',
+        ]);
+        assert.match(out.stdout, /No space left on device|Disk quota exceeded/, out.stdout);
+        assert.doesNotMatch(out.stdout, /rc=0/);
+      });
+
+      test('destroy leaves nothing', async () => {
+        const d = await r.t.req('DELETE', `/v1/envs/${env}`);
+        assert.equal((await finished(r.t, d.body.deployment.ID)).deployment.Status, 'succeeded');
+        assert.deepEqual(leftovers(env), []);
+      });
+    });
+  }
+});
