@@ -10,7 +10,7 @@
 // container's own network namespace (Docker's veth on the stack's bridge, so svc's firewall rules
 // and the egress probe apply as under runc), through the host kernel's network stack.
 import { execFile } from 'node:child_process';
-import { access, constants, readFile, rename, writeFile } from 'node:fs/promises';
+import { access, constants, readFile, readlink, rename, writeFile } from 'node:fs/promises';
 import { delimiter, join } from 'node:path';
 import type Docker from 'dockerode';
 import type { Runtime } from '../../protocol/spec.ts';
@@ -188,4 +188,33 @@ export function resolveRuntime(r: HostRuntimes | undefined, asked: Runtime | und
       `this host cannot run gvisor environments: ${r?.problem ?? 'runsc is not set up'}; deploy to a host that reports runtimes [runc, gvisor]`,
     );
   return runtime;
+}
+
+/**
+ * The runsc binary and state root of the sandbox whose host process is `pid` (Docker's State.Pid of
+ * a gVisor container is the sandbox, `runsc-sandbox --root=<root> ...`), read from the host's /proc.
+ */
+export async function sandboxOf(pid: number): Promise<{ runsc: string; root: string }> {
+  const [argv, runsc] = await Promise.all([
+    readFile(`/proc/${pid}/cmdline`, 'utf8').then((t) => t.split('\0')),
+    readlink(`/proc/${pid}/exe`),
+  ]);
+  const root = argv.find((a) => a.startsWith('--root='))?.slice('--root='.length);
+  if (argv[0] !== 'runsc-sandbox' || !root) throw new Error(`process ${pid} is not a gVisor sandbox`);
+  return { runsc, root };
+}
+
+/** The processes inside a gVisor container as its own kernel (the sentry) sees them: pid and uid. */
+export async function sandboxProcesses(
+  pid: number,
+  containerId: string,
+): Promise<{ pid: number; uid: number }[]> {
+  const { runsc, root } = await sandboxOf(pid);
+  const table = await run(runsc, [`--root=${root}`, 'ps', containerId]);
+  const rows = table.split('\n').slice(1).filter(Boolean);
+  return rows.map((row) => {
+    const [uid, p] = row.trim().split(/\s+/).map(Number);
+    if (!Number.isInteger(uid) || !Number.isInteger(p)) throw new Error(`runsc ps: unreadable row '${row}'`);
+    return { pid: p, uid };
+  });
 }

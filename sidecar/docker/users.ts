@@ -8,6 +8,8 @@ import { readFile } from 'node:fs/promises';
 import { extract } from 'tar-stream';
 import type { DockerEngine } from './engine.ts';
 import { DockerError } from './errors.ts';
+import { sandboxProcesses } from './gvisor.ts';
+import { GVISOR_DOCKER_RUNTIME } from './render.ts';
 
 /** The uid Docker reads from a numeric user part, or null for a name. */
 export function numericId(part: string): number | null {
@@ -105,6 +107,13 @@ export async function refuseRootProcess(engine: DockerEngine, service: string): 
   const info = await engine.inspect(service);
   const pid = info.State.Pid;
   if (!pid) throw new DockerError(`agent service '${service}' has no running process to check`);
+  if (info.HostConfig.Runtime === GVISOR_DOCKER_RUNTIME) {
+    // The host process is gVisor's sandbox (root on the host); the agent's own is in gVisor's kernel.
+    const first = (await sandboxProcesses(pid, info.Id)).find((p) => p.pid === 1);
+    if (!first) throw new DockerError(`agent service '${service}': gVisor lists no process 1`);
+    if (first.uid === 0) throw rootAgent(service, 'its process runs as uid 0 (as gVisor sees it)');
+    return first.uid;
+  }
   const status = await readFile(`/proc/${pid}/status`, 'utf8');
   const uids = (/^Uid:\s+(.*)$/m.exec(status)?.[1] ?? '').trim().split(/\s+/).map(Number);
   if (uids.length !== 4 || uids.some((x) => !Number.isInteger(x)))

@@ -12,6 +12,7 @@ import type { Results } from '../../protocol/commands.ts';
 import { sleep } from '../../shared/concurrency.ts';
 import { engineOf, requireSpec, type SidecarContext } from '../context.ts';
 import type { DockerEngine } from '../docker/engine.ts';
+import { GVISOR_DOCKER_RUNTIME } from '../docker/render.ts';
 import { PayloadError } from '../payload.ts';
 import type { CommandContext } from '../runner.ts';
 import { copyDeclared } from './copy.ts';
@@ -77,6 +78,9 @@ export async function verifyCollect(
   }
 }
 
+export const GVISOR_COLLECT =
+  'verify cannot collect from an agent running under gvisor on this svcd: the host sees the gVisor sandbox, not the agent files; deploy the stack with x-svc.runtime: runc to verify it';
+
 async function copyOut(
   ctx: SidecarContext,
   cmd: CommandContext,
@@ -98,6 +102,10 @@ async function copyOut(
   }
   if (!info.State.Pid || !info.State.Paused)
     throw new Error(`agent service '${agent}' has no frozen process to collect from`);
+  // Under gVisor the host's process is the sandbox: its root is not the agent's files (gVisor keeps
+  // /tmp in its own memory and serves the rest through its gofer), so a copy from it would grade an
+  // empty submission. Refused plainly instead.
+  if (info.HostConfig.Runtime === GVISOR_DOCKER_RUNTIME) throw new Error(GVISOR_COLLECT);
   const root = await pinRoot(`/proc/${info.State.Pid}/root`);
   const dest = join(verifyDir(ctx, id), 'submission');
   // What the agent left running at freeze time (a daemon shows up): part of the grading record.
