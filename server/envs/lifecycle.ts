@@ -305,12 +305,6 @@ export async function verify(
     );
   }
   checkStep(env.ID, current.Spec.verifier.steps ?? [], step);
-  // svcd copies the submission from the frozen agent's root as the host sees it; under gVisor the
-  // host sees the sandbox, not the agent's files, so the copy would be empty.
-  if (current.Spec.runtime === 'gvisor')
-    throw new BadRequest(
-      `environment ${env.ID} runs under gvisor: verify cannot collect an agent's files from a gVisor sandbox yet; deploy it with x-svc.runtime: runc to verify`,
-    );
   const capture = await insertVersion(db, { projectId: env.ProjectID, envId: env.ID, spec: current.Spec });
   return engine.submit(
     {

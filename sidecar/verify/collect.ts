@@ -16,6 +16,7 @@ import { GVISOR_DOCKER_RUNTIME } from '../docker/render.ts';
 import { PayloadError } from '../payload.ts';
 import type { CommandContext } from '../runner.ts';
 import { copyDeclared } from './copy.ts';
+import { gvisorSource } from './gvisor-source.ts';
 import { checkTree, Refusal } from './limits.ts';
 import { pinRoot, unpin } from './pinned.ts';
 import { processList } from './processes.ts';
@@ -78,9 +79,6 @@ export async function verifyCollect(
   }
 }
 
-export const GVISOR_COLLECT =
-  'verify cannot collect from an agent running under gvisor on this svcd: the host sees the gVisor sandbox, not the agent files; deploy the stack with x-svc.runtime: runc to verify it';
-
 async function copyOut(
   ctx: SidecarContext,
   cmd: CommandContext,
@@ -102,11 +100,9 @@ async function copyOut(
   }
   if (!info.State.Pid || !info.State.Paused)
     throw new Error(`agent service '${agent}' has no frozen process to collect from`);
-  // Under gVisor the host's process is the sandbox: its root is not the agent's files (gVisor keeps
-  // /tmp in its own memory and serves the rest through its gofer), so a copy from it would grade an
-  // empty submission. Refused plainly instead.
-  if (info.HostConfig.Runtime === GVISOR_DOCKER_RUNTIME) throw new Error(GVISOR_COLLECT);
-  const root = await pinRoot(`/proc/${info.State.Pid}/root`);
+  // Under gVisor the host's process is the sandbox, whose root is not the agent's (gvisor-source.ts).
+  const gvisor = info.HostConfig.Runtime === GVISOR_DOCKER_RUNTIME;
+  const root = gvisor ? null : await pinRoot(`/proc/${info.State.Pid}/root`);
   const dest = join(verifyDir(ctx, id), 'submission');
   // What the agent left running at freeze time (a daemon shows up): part of the grading record.
   const processes = await processList(ctx.docker, info.Id);
@@ -120,7 +116,7 @@ async function copyOut(
     // Root-owned and 0700 (spec "Isolation guarantees"); the verifier reads it as uid 0.
     await mkdir(dest, { recursive: true, mode: 0o700 }); // a umask only removes bits
     await chmod(verifyDir(ctx, id), 0o700);
-    const copied = await copyDeclared(root, paths, dest);
+    const copied = await copyDeclared(root ?? gvisorSource(again), paths, dest);
     cmd.progress('checking the copy');
     await checkTree(dest, paths);
     return { files: copied.files, bytes: copied.bytes, missing: copied.missing, refused: [], processes };
@@ -129,6 +125,6 @@ async function copyOut(
     await rm(dest, { recursive: true, force: true });
     return { files: 0, bytes: 0, missing: [], refused: [`${err.path}: ${err.reason}`], processes };
   } finally {
-    await unpin(root);
+    if (root) await unpin(root);
   }
 }

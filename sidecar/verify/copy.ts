@@ -71,8 +71,10 @@ async function copyTree(
 }
 
 /** Pins the declared path's components from the root: real directories only on the way. */
-async function locate(root: Pinned, path: string): Promise<Pinned | 'missing'> {
+async function locate(root: Pinned, path: string, declared = path): Promise<Pinned | 'missing'> {
   const parts = path.split('/').filter(Boolean);
+  // Refusals name the declared path: `path` is its tail below `root` (a mount's directory under gVisor).
+  const base = declared.slice(0, declared.length - path.length).replace(/\/$/, '');
   let at: Pinned = root;
   for (const [i, part] of parts.entries()) {
     const next = await pinChild(at, part);
@@ -81,7 +83,7 @@ async function locate(root: Pinned, path: string): Promise<Pinned | 'missing'> {
     at = next;
     if (at.stat.isSymbolicLink()) {
       await unpin(at);
-      throw new Refusal(`/${parts.slice(0, i + 1).join('/')}`, 'symlink');
+      throw new Refusal(`${base}/${parts.slice(0, i + 1).join('/')}`, 'symlink');
     }
     if (i < parts.length - 1 && !at.stat.isDirectory()) {
       await unpin(at);
@@ -95,22 +97,37 @@ async function locate(root: Pinned, path: string): Promise<Pinned | 'missing'> {
  * Copies each declared path (absolute, normalised, none inside another) from `root` into
  * `dest/<path>`. Throws a Refusal for the first file type or limit the rules refuse.
  */
-export async function copyDeclared(root: Pinned, paths: string[], dest: string): Promise<CopyResult> {
+export async function copyDeclared(
+  root: Pinned | Source,
+  paths: string[],
+  dest: string,
+): Promise<CopyResult> {
   const tally: Tally = { files: 0, bytes: 0 };
   const missing: string[] = [];
   for (const path of paths) {
-    const at = await locate(root, path);
-    if (at === 'missing') {
-      missing.push(path);
-      continue;
-    }
+    const src = typeof root === 'function' ? await root(path) : { root, inner: path };
     try {
-      const target = join(dest, ...path.split('/').filter(Boolean));
-      await mkdir(join(target, '..'), { recursive: true, mode: 0o755 });
-      await copyTree(at, target, path, 0, tally, path);
+      const at = await locate(src.root, src.inner, path);
+      if (at === 'missing') {
+        missing.push(path);
+        continue;
+      }
+      try {
+        const target = join(dest, ...path.split('/').filter(Boolean));
+        await mkdir(join(target, '..'), { recursive: true, mode: 0o755 });
+        await copyTree(at, target, path, 0, tally, path);
+      } finally {
+        if (at !== src.root) await unpin(at);
+      }
     } finally {
-      await unpin(at);
+      if (src.root !== root) await unpin(src.root);
     }
   }
   return { ...tally, missing };
 }
+
+/**
+ * Where a declared path is read from when no one root holds them all (a gVisor container): a
+ * directory pinned for this path alone (unpinned after it) and the path's tail inside it.
+ */
+export type Source = (path: string) => Promise<{ root: Pinned; inner: string }>;
