@@ -10,6 +10,7 @@ import type { DeploymentEngine } from '../deployments/engine.ts';
 import { BadRequest, Conflict, SvcError } from '../errors.ts';
 import type { Caller } from '../identity/auth.ts';
 import { assertLive, checkEnvName, envOf, forkableVersion, forkVersion, type Started } from './lifecycle.ts';
+import { checkForkUnderPolicy } from './runtime-policy.ts';
 import { countEnvsNamed, type Environment, findEnvByName, type Version } from './store.ts';
 
 /** At most this many forks per request (E2B's `fork({count})` allows as many). */
@@ -75,6 +76,8 @@ export async function fanOutVersion(
   v: Version,
   names: string[],
 ): Promise<FanOut> {
+  // The team's runtime policy refuses the whole fan-out (400), not each fork.
+  await checkForkUnderPolicy(engine.deps.requiredRuntime, caller.teamId, v.Spec);
   const id = newId(PREFIX.fanout);
   const count = names.length;
   const forks: ForkOutcome[] = [];
