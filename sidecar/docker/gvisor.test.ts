@@ -4,7 +4,7 @@
 // refused with the reason; the capabilities say which runtimes the host runs.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { resolveRuntime, runscEntry, runtimeCapabilities, withRunsc } from './gvisor.ts';
+import { checkCreatedRuntime, resolveRuntime, runscEntry, runtimeCapabilities, withRunsc } from './gvisor.ts';
 
 const entry = { path: '/usr/bin/runsc', runtimeArgs: ['--network=host'] };
 
@@ -50,5 +50,17 @@ describe('gVisor registration and runtime choice', () => {
     );
     assert.deepEqual(runtimeCapabilities(none), { runtimes: ['runc'], default_runtime: 'runc' });
     assert.deepEqual(runtimeCapabilities(able).runtimes, ['runc', 'gvisor']);
+  });
+
+  it('checks each created container has the environment runtime before anything starts', async () => {
+    const engine = (runtimes: Record<string, string>) => ({
+      inspect: async (service: string) => ({ HostConfig: { Runtime: runtimes[service] } }) as never,
+    });
+    await checkCreatedRuntime(engine({ a: 'runsc', b: 'runsc' }), ['a', 'b'], 'gvisor');
+    await checkCreatedRuntime(engine({ a: 'runc', b: '' }), ['a', 'b'], 'runc');
+    await assert.rejects(
+      checkCreatedRuntime(engine({ a: 'runsc', b: 'runc' }), ['a', 'b'], 'gvisor'),
+      /service 'b' was created with runtime runc, not runsc/,
+    );
   });
 });

@@ -15,6 +15,7 @@ import { delimiter, join } from 'node:path';
 import type Docker from 'dockerode';
 import type { Runtime } from '../../protocol/spec.ts';
 import { sleep } from '../../shared/concurrency.ts';
+import type { DockerEngine } from './engine.ts';
 import { GVISOR_DOCKER_RUNTIME } from './render.ts';
 
 export interface GvisorInfo {
@@ -217,4 +218,26 @@ export async function sandboxProcesses(
     if (!Number.isInteger(uid) || !Number.isInteger(p)) throw new Error(`runsc ps: unreadable row '${row}'`);
     return { pid: p, uid };
   });
+}
+
+/** Docker's name of the runtime a container of an environment must have been created with. */
+const dockerRuntime = (runtime: Runtime) => (runtime === 'gvisor' ? GVISOR_DOCKER_RUNTIME : 'runc');
+
+/**
+ * Fails unless every service's container was created with the environment's runtime: what is
+ * reported (the prepare evidence) is what Docker was asked for, checked before anything starts.
+ */
+export async function checkCreatedRuntime(
+  engine: Pick<DockerEngine, 'inspect'>,
+  services: string[],
+  runtime: Runtime,
+): Promise<void> {
+  const want = dockerRuntime(runtime);
+  for (const service of services) {
+    const got = (await engine.inspect(service)).HostConfig.Runtime || 'runc';
+    if (got !== want)
+      throw new Error(
+        `service '${service}' was created with runtime ${got}, not ${want} (x-svc.runtime: ${runtime})`,
+      );
+  }
 }

@@ -15,7 +15,7 @@ import {
 } from '../context.ts';
 import { buildImages } from '../docker/build.ts';
 import { buildOwner } from '../docker/build-gc.ts';
-import { resolveRuntime } from '../docker/gvisor.ts';
+import { checkCreatedRuntime, resolveRuntime } from '../docker/gvisor.ts';
 import { engineBoundsLayers } from '../docker/layer-quota.ts';
 import { checkProjectFields, contextFiles, contextOf, ensureContext } from '../docker/project.ts';
 import type { Stack } from '../docker/stack.ts';
@@ -126,6 +126,8 @@ async function startStack(
     `starting ${spec.services.length} service${spec.services.length === 1 ? '' : 's'} with ${stack.tool.argv.join(' ')}`,
   );
   const { started_in } = await stack.up(600, async () => {
+    const names = spec.services.map((s) => s.name);
+    await checkCreatedRuntime(stack.engine, names, spec.runtime ?? 'runc');
     await checkAgentBeforeStart(stack, spec);
     await ownFreshVolumes(spec.services, paths);
   });
