@@ -57,6 +57,15 @@ describe('the runtime matrix on real Docker', { skip: tier('docker') }, async ()
     assert.match(caps.gvisor.platform, /^(ptrace|kvm|systrap)$/);
   });
 
+  test('an image sandbox takes the runtime: gvisor answers uname itself', { skip: skipGvisor }, async () => {
+    const c = await r.t.req('POST', '/v1/sandboxes', {
+      body: { image: BUSYBOX_IMAGE, runtime: 'gvisor', cmd: ['sleep', '3600'] },
+    });
+    assert.equal(c.status, 201, JSON.stringify(c.body));
+    const out = await exec(r.t, c.body.environment.ID, 'main', ['uname', '-r']);
+    assert.notEqual(out.stdout.trim(), release());
+  });
+
   for (const runtime of ['runc', 'gvisor'] as const) {
     describe(`under ${runtime}`, { skip: runtime === 'gvisor' ? skipGvisor : false }, () => {
       let env: string;
