@@ -2355,6 +2355,7 @@ export interface paths {
             name?: string;
             ports?: string[];
             project?: string;
+            runtime?: "runc" | "gvisor";
             timeout_sec?: number;
             volumes?: string[];
           };
@@ -2570,6 +2571,7 @@ export interface paths {
             name?: string;
             ports?: string[];
             project?: string;
+            runtime?: "runc" | "gvisor";
             timeout_sec?: number;
             volumes?: string[];
           };
