@@ -12,13 +12,7 @@ import {
   type SandboxProvider,
   serviceArgv,
 } from './driver-host.ts';
-import {
-  type ProcessEventShape,
-  ProcessService,
-  type SendSignalShape,
-  SIGKILL,
-  type StartRequestShape,
-} from './envd-process.ts';
+import { ProcessService, Signal } from './envd-process.ts';
 import { call, joinUrl, LIMITS, ProviderError } from './http.ts';
 import type { ProviderState } from './state-store.ts';
 
@@ -91,19 +85,6 @@ export function envdRoute(
   return { base: `https://${ENVD_PORT}-${st.ref}.${domain}`, headers };
 }
 
-type StartClient = {
-  start(
-    req: StartRequestShape,
-    opts: { headers: Record<string, string>; timeoutMs: number },
-  ): AsyncIterable<{
-    event?: { event: ProcessEventShape };
-  }>;
-  sendSignal(
-    req: SendSignalShape,
-    opts: { headers: Record<string, string>; timeoutMs: number },
-  ): Promise<unknown>;
-};
-
 async function run(
   c: ProviderCloud,
   st: ProviderState,
@@ -112,7 +93,7 @@ async function run(
 ): Promise<ExecResult> {
   const { base, headers } = envdRoute(c, st);
   const transport = createConnectTransport({ baseUrl: base, httpVersion: '1.1' });
-  const client = createClient(ProcessService, transport) as unknown as StartClient;
+  const client = createClient(ProcessService, transport);
   const out: Buffer[] = [];
   const err: Buffer[] = [];
   let sizes = [0, 0];
@@ -141,7 +122,7 @@ async function run(
       const killed = pid
         ? await client
             .sendSignal(
-              { process: { selector: { case: 'pid', value: pid } }, signal: SIGKILL },
+              { process: { selector: { case: 'pid', value: pid } }, signal: Signal.SIGKILL },
               { headers, timeoutMs: 10_000 },
             )
             .then(
