@@ -11,6 +11,7 @@ import type { AppContext } from './context.ts';
 import { openDb } from './db/open.ts';
 import { type DevSidecar, saveDevKey, startDevSidecar } from './dev.ts';
 import { VERSION_SERVICES_MAX } from './envs/io.ts';
+import { createE2bApp, type E2bServer } from './e2b/app.ts';
 import { EventBus } from './events/bus.ts';
 import { consumeJoinToken, mintJoinToken, recordJoinedHost } from './hosts/join-tokens.ts';
 import { ensureDriverHosts } from './hosts/targets.ts';
@@ -50,6 +51,8 @@ export interface Server {
   ctx: AppContext;
   orchestrator: Orchestrator;
   url: string;
+  /** The E2B-compatible listener (SVC_E2B_ADDR), when on. */
+  e2b: (E2bServer & { url: string }) | null;
   state(): Lifecycle;
   close(): Promise<void>;
 }
@@ -142,6 +145,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   const addr = app.server.address();
   const port = typeof addr === 'object' && addr ? addr.port : config.port;
   const url = localUrl(config.host, port);
+  const e2b = config.e2b ? await listenE2b(ctx, config.e2b, logger, opts.limits) : null;
   state = 'serving';
   sweeper.start(config.uploadsSweepMs);
 
@@ -161,6 +165,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
         100,
       );
       await sweeper.stop();
+      await e2b?.close();
       await orch.close();
       await app.close().catch(() => {});
       events.close();
@@ -172,7 +177,22 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     })();
     return closing;
   };
-  return { app, ctx, orchestrator: orch, url, state: () => state, close };
+  return { app, ctx, orchestrator: orch, url, e2b, state: () => state, close };
+}
+
+/** The E2B-compatible surface on its own address, sharing the context. */
+async function listenE2b(
+  ctx: AppContext,
+  addr: { host: string; port: number },
+  logger: FastifyBaseLogger | false,
+  limits: Partial<HttpLimits> | undefined,
+): Promise<E2bServer & { url: string }> {
+  const e2b = await createE2bApp(ctx, { logger, version: VERSION, limits });
+  await e2b.app.listen({ host: addr.host, port: addr.port });
+  const bound = e2b.app.server.address();
+  const url = localUrl(addr.host, typeof bound === 'object' && bound ? bound.port : addr.port);
+  e2b.app.log.info({ addr: url }, 'E2B-compatible API and envd listening');
+  return { ...e2b, url };
 }
 
 /** The program: parse flags, start, and stop on SIGINT/SIGTERM. */

@@ -45,6 +45,10 @@ export interface Config {
   fsMaxFileBytes: number;
   /** SVC_GVISOR_TEAMS: teams (ids or names, comma-separated) whose environments must run under gVisor. */
   gvisorTeams: string[];
+  /** SVC_E2B_ADDR / -e2b-addr: where the E2B-compatible API and envd listen; null = off (--dev: 127.0.0.1:3049). */
+  e2b: { host: string; port: number } | null;
+  /** SVC_E2B_DEFAULT_TEMPLATE: what E2B's default template `base` stands for (an image, `ver_…` or `<project>/<env>`). */
+  e2bDefaultTemplate: string;
 }
 
 export interface UploadLimits {
@@ -74,22 +78,22 @@ export const DEFAULT_UPLOAD_LIMITS: UploadLimits = {
 
 export class ConfigError extends Error {}
 
-const FLAGS = ['addr', 'db', 'public-url', 'sidecar-url', 'v', 'dev', 'help'] as const;
+const FLAGS = ['addr', 'e2b-addr', 'db', 'public-url', 'sidecar-url', 'v', 'dev', 'help'] as const;
 
 /** `-addr x` / `-addr=x` → `--addr x`: Go's flag style is what the spec prints. */
 function normaliseArgs(argv: string[]): string[] {
   return argv.map((a) => {
-    const m = /^-([a-z][a-z-]*)(=.*)?$/.exec(a);
+    const m = /^-([a-z][a-z0-9-]*)(=.*)?$/.exec(a);
     if (m && (FLAGS as readonly string[]).includes(m[1])) return `--${m[1]}${m[2] ?? ''}`;
     return a;
   });
 }
 
-export function parseAddr(addr: string): { host: string; port: number } {
+export function parseAddr(addr: string, flag = '-addr'): { host: string; port: number } {
   const m = /^(?:\[([^\]]+)\]|([^:]*)):(\d{1,5})$/.exec(addr);
-  if (!m) throw new ConfigError(`-addr: '${addr}' is not host:port or :port`);
+  if (!m) throw new ConfigError(`${flag}: '${addr}' is not host:port or :port`);
   const port = Number(m[3]);
-  if (port > 65535) throw new ConfigError(`-addr: port ${port} is out of range`);
+  if (port > 65535) throw new ConfigError(`${flag}: port ${port} is out of range`);
   return { host: m[1] ?? (m[2] || '0.0.0.0'), port };
 }
 
@@ -104,6 +108,10 @@ export function localUrl(host: string, port: number): string {
 
 /** `--dev` listens on loopback unless -addr (or SVC_ADDR) says otherwise. */
 const DEV_ADDR = '127.0.0.1:8080';
+/** `--dev` serves the E2B-compatible surface here unless -e2b-addr (or SVC_E2B_ADDR) says otherwise. */
+const DEV_E2B_ADDR = '127.0.0.1:3049';
+/** E2B's `base` template: a Debian image with bash, as E2B's own base is. */
+const DEFAULT_E2B_TEMPLATE = 'debian:bookworm-slim';
 
 function httpUrl(name: string, value: string): string {
   let u: URL;
@@ -207,7 +215,7 @@ function defaultUploadsDir(db: string, env: NodeJS.ProcessEnv): string {
   return `${env.HOME || '/tmp'}/.svc/uploads`;
 }
 
-export const USAGE = `usage: svc-server [-addr :8080 (--dev: 127.0.0.1:8080)] [-db svc.db|postgres://...] [-public-url URL] [-sidecar-url URL] [-v] [--dev]`;
+export const USAGE = `usage: svc-server [-addr :8080 (--dev: 127.0.0.1:8080)] [-e2b-addr host:port (--dev: 127.0.0.1:3049)] [-db svc.db|postgres://...] [-public-url URL] [-sidecar-url URL] [-v] [--dev]`;
 
 export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env): Config {
   let values: Record<string, string | boolean | undefined>;
@@ -216,6 +224,7 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
       args: normaliseArgs(argv),
       options: {
         addr: { type: 'string' },
+        'e2b-addr': { type: 'string' },
         db: { type: 'string' },
         'public-url': { type: 'string' },
         'sidecar-url': { type: 'string' },
@@ -232,6 +241,8 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
   if (values.help) throw new ConfigError(USAGE);
   const dev = Boolean(values.dev);
   const { host, port } = parseAddr((values.addr as string) ?? env.SVC_ADDR ?? (dev ? DEV_ADDR : ':8080'));
+  const e2bAddr = (values['e2b-addr'] as string) ?? env.SVC_E2B_ADDR ?? (dev ? DEV_E2B_ADDR : '');
+  const e2b = e2bAddr ? parseAddr(e2bAddr, '-e2b-addr') : null;
   const db = (values.db as string) ?? env.SVC_DB ?? (env.SVC_DB_HOST ? assembleDsn(env) : 'svc.db');
   if (db === '') throw new ConfigError('-db: empty');
   // The spec's default outside --dev; a development server (which the spec does not describe) is
@@ -291,6 +302,8 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
       .split(',')
       .map((t) => t.trim())
       .filter(Boolean),
+    e2b,
+    e2bDefaultTemplate: env.SVC_E2B_DEFAULT_TEMPLATE || DEFAULT_E2B_TEMPLATE,
   };
 }
 

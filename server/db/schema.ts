@@ -191,4 +191,18 @@ const v12: Migration = {
   ],
 };
 
-export const MIGRATIONS: readonly Migration[] = [v1, v2, v4, v5, v6, v7, v8, v10, v11, v12];
+// The E2B-compatible surface (server/e2b): each E2B sandbox is an svc environment with its own
+// envd access token (a sha256 hash to check it, and sealed to hand it again on get and connect), its metadata, state and the time it ends.
+const v13: Migration = {
+  version: 13,
+  name: 'E2B-compatible sandboxes',
+  up: () => [
+    `CREATE TABLE e2b_sandboxes (id TEXT PRIMARY KEY, team_id TEXT NOT NULL, env_id TEXT NOT NULL,
+      template_id TEXT NOT NULL, token_hash TEXT NOT NULL, token_sealed TEXT NOT NULL, metadata TEXT NOT NULL DEFAULT '{}',
+      state TEXT NOT NULL, started_at TEXT NOT NULL, end_at TEXT NOT NULL)`,
+    'CREATE INDEX e2b_sandboxes_team ON e2b_sandboxes (team_id, started_at)',
+    'CREATE INDEX e2b_sandboxes_end ON e2b_sandboxes (state, end_at)',
+  ],
+};
+
+export const MIGRATIONS: readonly Migration[] = [v1, v2, v4, v5, v6, v7, v8, v10, v11, v12, v13];

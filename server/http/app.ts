@@ -32,7 +32,11 @@ export interface HttpOptions {
   version: string;
   verbose: boolean;
   limits?: HttpLimits;
+  /** The body of every refusal; svc's is `{error}` (the E2B-compatible app answers `{code, message}`). */
+  errorBody?: (status: number, message: string) => unknown;
 }
+
+const svcError = (_status: number, message: string) => ({ error: message });
 
 function statusOf(err: FastifyError): { status: number; message: string } {
   if (err instanceof SvcError) return { status: err.status, message: err.message };
@@ -64,6 +68,7 @@ function statusOf(err: FastifyError): { status: number; message: string } {
 
 export async function createHttpApp(opts: HttpOptions): Promise<App> {
   const limits = opts.limits ?? DEFAULT_LIMITS;
+  const errorBody = opts.errorBody ?? svcError;
   const headersTimeout = Math.min(limits.headersTimeoutMs, limits.requestTimeoutMs);
   const app = Fastify({
     // A connection holding part of a request (headers or a declared body) is closed, and so
@@ -89,7 +94,7 @@ export async function createHttpApp(opts: HttpOptions): Promise<App> {
     frameworkErrors: (err: FastifyError, _req, reply: import('fastify').FastifyReply) => {
       const message =
         err.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'a path parameter is too long' : 'malformed URL';
-      reply.code(400).send({ error: message });
+      reply.code(400).send(errorBody(400, message));
     },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
@@ -135,10 +140,10 @@ export async function createHttpApp(opts: HttpOptions): Promise<App> {
     if (status >= 500 && err instanceof SvcError) req.log.warn({ status, error: message }, 'request refused');
     else if (status >= 500) req.log.error({ err }, 'request failed');
     if (err instanceof TooManyRequests) reply.header('retry-after', String(err.retryAfterSec));
-    reply.code(status).send({ error: message });
+    reply.code(status).send(errorBody(status, message));
   });
   app.setNotFoundHandler((req, reply) => {
-    reply.code(404).send({ error: `no route for ${req.method} ${req.url.split('?')[0]}` });
+    reply.code(404).send(errorBody(404, `no route for ${req.method} ${req.url.split('?')[0]}`));
   });
 
   await app.register(swagger, {
