@@ -119,7 +119,7 @@ export function envdRoutes(app: App, sandboxes: E2bSandboxes): void {
     return reply.code(204).send(null);
   });
   const rpc = envdRpcHandler(sandboxes);
-  // The RPC bodies are read by the Connect handler itself, unparsed.
+  // RPC bodies are read by the Connect handler itself, file bodies streamed: neither is parsed here.
   app.register(async (scope) => {
     scope.removeAllContentTypeParsers();
     scope.addContentTypeParser('*', (_req, payload, done) => done(null, payload));
@@ -132,15 +132,15 @@ export function envdRoutes(app: App, sandboxes: E2bSandboxes): void {
           reply.raw.end();
         });
       });
+    for (const method of ['GET', 'POST'] as const)
+      scope.route({
+        method,
+        url: '/files',
+        schema,
+        handler: async (req) => {
+          await envdSandbox(sandboxes, req.headers);
+          throw new EnvdRefusal(501, 'envd /files: the file API is not offered by this server yet');
+        },
+      });
   });
-  for (const method of ['GET', 'POST'] as const)
-    app.route({
-      method,
-      url: '/files',
-      schema,
-      handler: async (req) => {
-        await envdSandbox(sandboxes, req.headers);
-        throw new EnvdRefusal(501, 'envd /files: the file API is not offered by this server yet');
-      },
-    });
 }

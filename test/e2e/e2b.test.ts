@@ -2,11 +2,14 @@
 // Docker: a sandbox is an svc environment; its lifetime, tenancy, pause and templates as E2B's.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { Code, type ConnectError, createClient } from '@connectrpc/connect';
+import { createConnectTransport } from '@connectrpc/connect-node';
 import { Sandbox, SandboxNotFoundError } from 'e2b';
+import { Filesystem } from '../../protocol/e2b/envd/gen/filesystem/filesystem_pb.js';
 import { otherTeam } from '../support/api.ts';
 import { BUSYBOX_IMAGE, ensureTestImages } from '../support/images.ts';
 import { tier } from '../support/tiers.ts';
-import { finished, IDLE_COMMAND, leftovers, type Real, startReal } from './real.ts';
+import { exec, finished, IDLE_COMMAND, leftovers, type Real, startReal } from './real.ts';
 
 const STACK = `
 services:
@@ -86,6 +89,25 @@ describe('E2B SDK against svc on real Docker', { skip: tier('docker') }, () => {
       [s.sandboxId],
     );
     assert.ok(row && !JSON.stringify(row).includes(tokenOf(s)));
+    // envd's Connect-RPC services answer in both codecs, as unimplemented until svc backs them.
+    await assert.rejects(s.commands.run('echo hi'), /process\.Process\/Start: .*not offered/);
+    await assert.rejects(s.files.list('/'), /filesystem\.Filesystem\/ListDir: .*not offered/);
+    const proto = createClient(
+      Filesystem,
+      createConnectTransport({
+        baseUrl: url,
+        httpVersion: '1.1',
+        useBinaryFormat: true,
+        interceptors: [
+          (next) => (req) => {
+            req.header.set('e2b-sandbox-id', s.sandboxId);
+            req.header.set('x-access-token', tokenOf(s));
+            return next(req);
+          },
+        ],
+      }),
+    );
+    await assert.rejects(proto.stat({ path: '/' }), (e: ConnectError) => e.code === Code.Unimplemented);
 
     assert.equal(await s.kill(), true);
     assert.equal(await s.isRunning(), false);
@@ -136,6 +158,34 @@ describe('E2B SDK against svc on real Docker', { skip: tier('docker') }, () => {
     assert.ok(await again.isRunning());
     assert.equal((await Sandbox.getInfo(s.sandboxId, opts())).state, 'running');
     await again.kill();
+  });
+
+  test('fork {count: 2}: two independent copies of the stack, files included; list pages by X-Next-Token', async () => {
+    const s = await Sandbox.create(BUSYBOX_IMAGE, { ...opts(), metadata: { fork: 'parent' } });
+    const env = await envOf(s.sandboxId);
+    await exec(r.t, env?.id as string, 'main', ['sh', '-c', 'echo parent > /work/mark']);
+    const forks = await Sandbox.fork(s.sandboxId, { ...opts(), count: 2 });
+    assert.equal(forks.length, 2);
+    const ids: string[] = [];
+    for (const f of forks) {
+      assert.ok(f instanceof Sandbox, String(f));
+      ids.push(f.sandboxId);
+      assert.ok(await f.isRunning());
+    }
+    const [a, b] = await Promise.all(ids.map(envOf));
+    assert.equal((await exec(r.t, a?.id as string, 'main', ['cat', '/work/mark'])).stdout, 'parent\n');
+    await exec(r.t, a?.id as string, 'main', ['sh', '-c', 'echo a > /work/mark']);
+    assert.equal((await exec(r.t, b?.id as string, 'main', ['cat', '/work/mark'])).stdout, 'parent\n');
+    assert.equal((await exec(r.t, env?.id as string, 'main', ['cat', '/work/mark'])).stdout, 'parent\n');
+    // Three sandboxes with the parent's metadata, one page at a time.
+    const seen: string[] = [];
+    const pages = Sandbox.list({ ...opts(), limit: 2, query: { metadata: { fork: 'parent' } } });
+    while (pages.hasNext) seen.push(...(await pages.nextItems()).map((x) => x.sandboxId));
+    assert.deepEqual(seen.sort(), [s.sandboxId, ...ids].sort());
+    const first = await fetch(`${url}/v2/sandboxes?limit=2`, { headers: { 'x-api-key': r.t.key } });
+    assert.ok(first.headers.get('x-next-token'));
+    assert.deepEqual(await Sandbox.getMetrics(s.sandboxId, opts()), []);
+    for (const id of [s.sandboxId, ...ids]) assert.equal(await Sandbox.kill(id, opts()), true);
   });
 
   test('templates: ver_… and <project>/<env> fork the stack; an unknown image is a 404 naming it', async () => {
