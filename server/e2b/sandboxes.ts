@@ -225,8 +225,13 @@ export class E2bSandboxes {
     const endAt = sec === undefined ? row.end_at : isoIn(sec);
     if (resumed) {
       await this.#command(row, 'env.unpause');
-      const after = resumed && sec === undefined ? isoIn(DEFAULT_TIMEOUT_SEC) : endAt;
-      await store.setState(this.#ctx.db, row.id, 'running', after);
+      // A paused sandbox's old end has usually passed: resumed without a timeout, it gets the default.
+      await store.setState(
+        this.#ctx.db,
+        row.id,
+        'running',
+        sec === undefined ? isoIn(DEFAULT_TIMEOUT_SEC) : endAt,
+      );
     } else if (sec !== undefined) await store.setEndAt(this.#ctx.db, row.id, endAt);
     const token = this.#ctx.secrets.open(row.token_sealed);
     return { resumed, sandbox: this.#answer(row.id, row.template_id, token) };
@@ -258,7 +263,7 @@ export class E2bSandboxes {
     return [];
   }
 
-  /** The sandbox an envd request names, when it still runs and `token` is its own. */
+  /** The sandbox an envd request names, while its environment lives (envd.ts checks the token and state). */
   async forEnvd(id: string): Promise<store.E2bSandboxRow | undefined> {
     const row = await store.getSandboxById(this.#ctx.db, id);
     return row && (await this.#alive(row)) ? row : undefined;
