@@ -5,8 +5,11 @@ import { after, before, describe, test } from 'node:test';
 import { AuthenticationError, Sandbox, SandboxNotFoundError } from 'e2b';
 import { startTestServer, type TestServer } from '../../test/support/server.ts';
 import { parseConfig } from '../config/config.ts';
+import { insertEnv } from '../envs/store.ts';
 import { hashSecret } from '../identity/secrets.ts';
+import { insertProject } from '../projects/store.ts';
 import { parseMetadataFilter, parseStates } from './routes.ts';
+import { OpenCalls } from './rpc-context.ts';
 import { insertSandbox } from './store.ts';
 
 describe('E2B-compatible listener (no Docker)', () => {
@@ -91,7 +94,7 @@ describe('E2B-compatible listener (no Docker)', () => {
   });
 
   test('envd: 502 for an unknown or gone sandbox (isRunning false), RPC refusals in Connect shape', async () => {
-    const teamId = (await t.req('GET', '/v1/teams')).body.teams?.[0]?.ID ?? '';
+    const teamId = (await t.server.ctx.db.get<{ id: string }>('SELECT id FROM teams LIMIT 1'))?.id ?? '';
     const h = (id: string, token?: string) => ({
       'e2b-sandbox-id': id,
       'e2b-sandbox-port': '49983',
@@ -100,7 +103,7 @@ describe('E2B-compatible listener (no Docker)', () => {
     assert.equal((await fetch(`${url}/health`, { headers: h('sbxnosuch', 'x') })).status, 502);
     assert.equal((await fetch(`${url}/health`)).status, 400);
     // A row whose environment does not exist reads as gone, and is forgotten.
-    await insertSandbox(t.server.ctx.db, {
+    const orphan = {
       id: 'sbxorphan',
       team_id: teamId,
       env_id: 'env_none',
@@ -111,12 +114,29 @@ describe('E2B-compatible listener (no Docker)', () => {
       state: 'running',
       started_at: new Date().toISOString(),
       end_at: new Date(Date.now() + 60_000).toISOString(),
-    });
+    } as const;
+    await insertSandbox(t.server.ctx.db, orphan);
     assert.equal((await fetch(`${url}/health`, { headers: h('sbxorphan', 'tok') })).status, 502);
     assert.equal(
       await t.server.ctx.db.get('SELECT id FROM e2b_sandboxes WHERE id = ?', ['sbxorphan']),
       undefined,
     );
+    // A sandbox whose environment failed is forgotten, and the environment destroyed.
+    const project = await insertProject(t.server.ctx.db, teamId, 'e2bfailed', 'rl-environment', '');
+    const failed = await insertEnv(t.server.ctx.db, {
+      projectId: project.ID,
+      teamId,
+      name: 'sbxfailed',
+      stage: 'alpha',
+      status: 'failed',
+    });
+    await insertSandbox(t.server.ctx.db, { ...orphan, id: 'sbxfailed', env_id: failed.ID });
+    assert.equal((await fetch(`${url}/health`, { headers: h('sbxfailed', 'tok') })).status, 502);
+    const destroying = await t.server.ctx.db.get<{ kind: string }>(
+      'SELECT kind FROM deployments WHERE env_id = ?',
+      [failed.ID],
+    );
+    assert.equal(destroying?.kind, 'destroy');
     const rpc = await fetch(`${url}/process.Process/List`, {
       method: 'POST',
       headers: { ...h('sbxnosuch', 'x'), 'content-type': 'application/json' },
@@ -124,5 +144,17 @@ describe('E2B-compatible listener (no Docker)', () => {
     });
     assert.equal(rpc.status, 502);
     assert.equal(((await rpc.json()) as { code: string }).code, 'unavailable');
+  });
+
+  test("a sandbox's open calls end together when it ends, and only its own", () => {
+    const calls = new OpenCalls();
+    const closers: (() => void)[] = [];
+    const until = { once: (_: 'close', fn: () => void) => closers.push(fn) };
+    const [a1, a2, b] = [calls.open('a', until), calls.open('a', until), calls.open('b', until)];
+    calls.end('a');
+    assert.deepEqual([a1.aborted, a2.aborted, b.aborted], [true, true, false]);
+    assert.match(String((a1.reason as Error).message), /sandbox a ended/);
+    for (const close of closers) close();
+    assert.equal(calls.size, 0);
   });
 });

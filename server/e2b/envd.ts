@@ -9,7 +9,6 @@ import {
   Code,
   ConnectError,
   type ConnectRouter,
-  createContextKey,
   createContextValues,
   type HandlerContext,
 } from '@connectrpc/connect';
@@ -22,6 +21,7 @@ import { E2bError } from '../../protocol/e2b.ts';
 import { SvcError } from '../errors.ts';
 import type { App } from '../http/app.ts';
 import { hashSecret, sameHash } from '../identity/secrets.ts';
+import { ENDED, OpenCalls, SANDBOX, sandboxOf } from './rpc-context.ts';
 import type { E2bSandboxes } from './sandboxes.ts';
 import type { E2bSandboxRow } from './store.ts';
 
@@ -58,8 +58,6 @@ export async function envdSandbox(
   return row;
 }
 
-const SANDBOX = createContextKey<E2bSandboxRow | null>(null, { description: 'the envd sandbox' });
-
 const connectCode = (status: number) =>
   status === 401 ? Code.Unauthenticated : status === 502 ? Code.Unavailable : Code.InvalidArgument;
 
@@ -67,7 +65,7 @@ const connectCode = (status: number) =>
 function notYet(service: DescService, why: string): Record<string, unknown> {
   const impl: Record<string, unknown> = {};
   const refuse = (m: DescMethod, ctx: HandlerContext) => {
-    if (!ctx.values.get(SANDBOX)) throw new ConnectError('sandbox not resolved', Code.Internal);
+    sandboxOf(ctx);
     return new ConnectError(`${service.typeName}/${m.name}: ${why}`, Code.Unimplemented);
   };
   for (const m of service.methods) {
@@ -85,11 +83,16 @@ function notYet(service: DescService, why: string): Record<string, unknown> {
 }
 
 /** The Connect-RPC handler for envd's services, as a plain Node request handler. */
-export function envdRpcHandler(sandboxes: E2bSandboxes) {
-  const resolved = new WeakMap<IncomingMessage, E2bSandboxRow>();
+export function envdRpcHandler(sandboxes: E2bSandboxes, calls: OpenCalls) {
+  const resolved = new WeakMap<IncomingMessage, { row: E2bSandboxRow; ended: AbortSignal }>();
   const handler = connectNodeAdapter({
     readMaxBytes: RPC_READ_MAX_BYTES,
-    contextValues: (req) => createContextValues().set(SANDBOX, resolved.get(req as IncomingMessage) ?? null),
+    contextValues: (req) => {
+      const r = resolved.get(req as IncomingMessage);
+      return createContextValues()
+        .set(SANDBOX, r?.row ?? null)
+        .set(ENDED, r?.ended ?? null);
+    },
     routes: (router: ConnectRouter) => {
       router.service(Process, notYet(Process, 'live processes are not offered by this server yet') as never);
       router.service(
@@ -100,7 +103,8 @@ export function envdRpcHandler(sandboxes: E2bSandboxes) {
   });
   return async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     try {
-      resolved.set(req, await envdSandbox(sandboxes, req.headers));
+      const row = await envdSandbox(sandboxes, req.headers);
+      resolved.set(req, { row, ended: calls.open(row.id, res) });
     } catch (err) {
       const e = err instanceof SvcError ? err : new EnvdRefusal(500, 'internal error');
       const code = connectCode(e.status);
@@ -118,7 +122,9 @@ export function envdRoutes(app: App, sandboxes: E2bSandboxes): void {
     await envdSandbox(sandboxes, req.headers);
     return reply.code(204).send(null);
   });
-  const rpc = envdRpcHandler(sandboxes);
+  const calls = new OpenCalls();
+  sandboxes.onEnd = (id) => calls.end(id);
+  const rpc = envdRpcHandler(sandboxes, calls);
   // RPC bodies are read by the Connect handler itself, file bodies streamed: neither is parsed here.
   app.register(async (scope) => {
     scope.removeAllContentTypeParsers();

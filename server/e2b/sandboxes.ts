@@ -53,6 +53,8 @@ export interface ListQuery {
 
 export class E2bSandboxes {
   readonly #ctx: AppContext;
+  /** Called once a sandbox stops running (killed, expired, paused, or its environment gone): envd ends its calls. */
+  onEnd: (id: string) => void = () => {};
 
   constructor(ctx: AppContext) {
     this.#ctx = ctx;
@@ -146,12 +148,17 @@ export class E2bSandboxes {
     return row;
   }
 
-  /** False (and the row forgotten) when the environment was destroyed some other way. */
+  /**
+   * False (and the row forgotten) when the environment was destroyed some other way, or failed
+   * (then it is destroyed too: a sandbox leaves nothing behind).
+   */
   async #alive(row: store.E2bSandboxRow): Promise<boolean> {
     const env = await envStore.getEnv(this.#ctx.db, row.team_id, row.env_id);
     if (env && env.Status !== 'destroyed' && env.Status !== 'destroying' && env.Status !== 'failed')
       return true;
-    await store.deleteSandbox(this.#ctx.db, row.id);
+    const gone = await store.deleteSandbox(this.#ctx.db, row.id);
+    this.onEnd(row.id);
+    if (gone && env?.Status === 'failed') await this.#destroyEnv(row);
     return false;
   }
 
@@ -201,6 +208,7 @@ export class E2bSandboxes {
   async kill(caller: Caller, id: string): Promise<void> {
     const row = await this.#row(caller, id);
     if (!(await store.deleteSandbox(this.#ctx.db, row.id))) throw new NotFound(`sandbox ${id} not found`);
+    this.onEnd(row.id);
     await this.#destroyEnv(row);
   }
 
@@ -241,8 +249,14 @@ export class E2bSandboxes {
   async pause(caller: Caller, id: string): Promise<void> {
     const row = await this.#row(caller, id);
     if (row.state === 'paused') throw new Conflict(`sandbox ${id} is already paused`);
-    await this.#command(row, 'env.pause');
     await store.setState(this.#ctx.db, row.id, 'paused', row.end_at);
+    this.onEnd(row.id);
+    try {
+      await this.#command(row, 'env.pause');
+    } catch (err) {
+      await store.setState(this.#ctx.db, row.id, 'running', row.end_at);
+      throw err;
+    }
   }
 
   async #command(row: store.E2bSandboxRow, kind: 'env.pause' | 'env.unpause'): Promise<void> {
@@ -275,6 +289,7 @@ export class E2bSandboxes {
     let n = 0;
     for (const row of rows) {
       if (!(await store.deleteSandbox(this.#ctx.db, row.id))) continue;
+      this.onEnd(row.id);
       await this.#destroyEnv(row);
       n++;
     }
