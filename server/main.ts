@@ -233,6 +233,8 @@ export async function main(argv: string[]): Promise<void> {
     { addr: `${config.host}:${config.port}`, public_url: config.publicUrl },
     'svc-server listening',
   );
+  if (config.dev && server.e2b)
+    say(`E2B SDK: E2B_API_URL=${server.e2b.url} E2B_SANDBOX_URL=${server.e2b.url} E2B_API_KEY=<a dak_ key>`);
 
   // A throw nothing caught is logged with its stack and counted (svc_uncaught_errors_total), and
   // the control plane goes on serving; it exits only where going on would be unsafe, for its

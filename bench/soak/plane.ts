@@ -113,6 +113,8 @@ export async function startPlane(o: {
     SVC_BOOTSTRAP_KEY: key,
     SVC_DEV_DIR: devDir,
     SVC_DEV_LOGIN: '1',
+    // --dev's E2B-compatible listener on a port of its own, not the fixed 3049 another run may hold.
+    SVC_E2B_ADDR: '127.0.0.1:0',
     ...dbEnv,
     ...o.env,
   };

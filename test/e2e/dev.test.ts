@@ -75,7 +75,13 @@ describe('svc-server --dev', { skip: tier('docker') }, () => {
       ],
       {
         cwd: dir,
-        env: { ...process.env, SVC_BOOTSTRAP_KEY: '', SVC_DEV_DIR: join(dir, '.svc') },
+        // --dev's E2B-compatible listener on a free port: 3049 may be held by another run.
+        env: {
+          ...process.env,
+          SVC_BOOTSTRAP_KEY: '',
+          SVC_DEV_DIR: join(dir, '.svc'),
+          SVC_E2B_ADDR: '127.0.0.1:0',
+        },
         stdio: ['ignore', 'pipe', 'pipe'],
       },
     );
@@ -182,9 +188,12 @@ describe('svc-server --dev serves the CLI when no release is built', () => {
 
   test("the file at /svc-linux-* runs on the machine's Node, in any folder, against the server", async () => {
     const argv = ['--dev', '-addr', '127.0.0.1:0', '-db', join(dir, 'svc.db')];
-    server = await startServer(parseConfig(argv, { SVC_RELEASES_DIR: releases, SVC_BOOTSTRAP_KEY: key }), {
-      logger: false,
-    });
+    server = await startServer(
+      parseConfig(argv, { SVC_RELEASES_DIR: releases, SVC_BOOTSTRAP_KEY: key, SVC_E2B_ADDR: '127.0.0.1:0' }),
+      {
+        logger: false,
+      },
+    );
     const arm = await fetch(`${server.url}/svc-linux-arm64`);
     const armBytes = Buffer.from(await arm.arrayBuffer());
     assert.equal(arm.status, 200);

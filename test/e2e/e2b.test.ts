@@ -1,11 +1,14 @@
 // The E2B-compatible surface driven by the real `e2b` SDK against svc-server + a real svcd on
 // Docker: a sandbox is an svc environment; its lifetime, tenancy, pause and templates as E2B's.
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
+import { promisify } from 'node:util';
 import { Code, type ConnectError, createClient } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-node';
 import { Sandbox, SandboxNotFoundError } from 'e2b';
 import { Filesystem } from '../../protocol/e2b/envd/gen/filesystem/filesystem_pb.js';
+import { PYTHON } from '../clients/python-support.ts';
 import { otherTeam } from '../support/api.ts';
 import { BUSYBOX_IMAGE, ensureTestImages } from '../support/images.ts';
 import { tier } from '../support/tiers.ts';
@@ -186,6 +189,20 @@ describe('E2B SDK against svc on real Docker', { skip: tier('docker') }, () => {
     assert.ok(first.headers.get('x-next-token'));
     assert.deepEqual(await Sandbox.getMetrics(s.sandboxId, opts()), []);
     for (const id of [s.sandboxId, ...ids]) assert.equal(await Sandbox.kill(id, opts()), true);
+  });
+
+  test("the Python SDK's routes (v1 create and connect), spoken by a stdlib script", async () => {
+    // Not execFileSync: the server answering the script runs in this process.
+    const { stdout: out } = await promisify(execFile)(
+      PYTHON,
+      ['test/e2e/fixtures/e2b_smoke.py', BUSYBOX_IMAGE],
+      {
+        env: { ...process.env, E2B_API_URL: url, E2B_API_KEY: r.t.key },
+        encoding: 'utf8',
+        timeout: 300_000,
+      },
+    );
+    assert.match(out, /^created sbx\w+\nok\n$/);
   });
 
   test('templates: ver_… and <project>/<env> fork the stack; an unknown image is a 404 naming it', async () => {
