@@ -10,8 +10,8 @@ import { type Config, ConfigError, devLoginWarning, localUrl, parseConfig } from
 import type { AppContext } from './context.ts';
 import { openDb } from './db/open.ts';
 import { type DevSidecar, saveDevKey, startDevSidecar } from './dev.ts';
-import { VERSION_SERVICES_MAX } from './envs/io.ts';
 import { createE2bApp, type E2bServer } from './e2b/app.ts';
+import { VERSION_SERVICES_MAX } from './envs/io.ts';
 import { EventBus } from './events/bus.ts';
 import { consumeJoinToken, mintJoinToken, recordJoinedHost } from './hosts/join-tokens.ts';
 import { ensureDriverHosts } from './hosts/targets.ts';

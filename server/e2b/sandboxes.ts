@@ -9,7 +9,6 @@ import { getDeployment } from '../deployments/store.ts';
 import { destroy, snapshot } from '../envs/lifecycle.ts';
 import * as envStore from '../envs/store.ts';
 import { BadRequest, Conflict, NotFound, SvcError, Upstream } from '../errors.ts';
-import { commandTarget } from '../hosts/command-target.ts';
 import type { Caller } from '../identity/auth.ts';
 import { hashSecret } from '../identity/secrets.ts';
 import { findProject } from '../projects/store.ts';
@@ -263,7 +262,7 @@ export class E2bSandboxes {
     const env = await envStore.getEnv(this.#ctx.db, row.team_id, row.env_id);
     if (!env) throw new NotFound(`sandbox ${row.id} not found`);
     try {
-      const target = await commandTarget(this.#ctx.db, this.#ctx.hub, row.team_id, env.HostID);
+      const target = await this.#ctx.targets.of(row.team_id, env.HostID);
       await this.#ctx.dispatcher.run(target, env.ID, kind, {}, PAUSE_TIMEOUT_MS);
     } catch (err) {
       if (err instanceof SvcError) throw err;
