@@ -59,7 +59,7 @@ export async function createE2bApp(ctx: AppContext, opts: E2bOptions): Promise<E
     }, done);
   });
   e2bApiRoutes(app, sandboxes);
-  envdRoutes(app, sandboxes);
+  envdRoutes(app, ctx, sandboxes);
   let sweeping: Promise<number> | null = null;
   const sweep = () => {
     sweeping ??= sandboxes.sweep().finally(() => {

@@ -2,7 +2,39 @@
 // and a signal that fires when that sandbox ends (killed, expired or paused), so its open streams
 // end at once rather than when the host notices.
 import { Code, ConnectError, createContextKey, type HandlerContext } from '@connectrpc/connect';
+import { SvcError } from '../errors.ts';
 import type { E2bSandboxRow } from './store.ts';
+
+const CODES: Record<number, Code> = {
+  400: Code.InvalidArgument,
+  401: Code.Unauthenticated,
+  403: Code.PermissionDenied,
+  404: Code.NotFound,
+  409: Code.FailedPrecondition,
+  411: Code.InvalidArgument,
+  413: Code.ResourceExhausted,
+  429: Code.ResourceExhausted,
+  501: Code.Unimplemented,
+  502: Code.Unavailable,
+  503: Code.Unavailable,
+  504: Code.DeadlineExceeded,
+};
+
+/** An svc failure as a Connect error (envd's words: the message, and the matching code). */
+export function rpcError(err: unknown): ConnectError {
+  if (err instanceof ConnectError) return err;
+  if (err instanceof SvcError) return new ConnectError(err.message, CODES[err.status] ?? Code.Internal);
+  return new ConnectError('internal error', Code.Internal);
+}
+
+/** Runs `work`, its svc failure thrown as a Connect error. */
+export async function rpcCall<T>(work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (err) {
+    throw rpcError(err);
+  }
+}
 
 export const SANDBOX = createContextKey<E2bSandboxRow | null>(null, { description: 'the envd sandbox' });
 export const ENDED = createContextKey<AbortSignal | null>(null, { description: 'the sandbox ended' });

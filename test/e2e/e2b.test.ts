@@ -92,9 +92,9 @@ describe('E2B SDK against svc on real Docker', { skip: tier('docker') }, () => {
       [s.sandboxId],
     );
     assert.ok(row && !JSON.stringify(row).includes(tokenOf(s)));
-    // envd's Connect-RPC services answer in both codecs, as unimplemented until svc backs them.
+    // envd's Connect-RPC services answer in both codecs (processes: unimplemented until svc backs them).
     await assert.rejects(s.commands.run('echo hi'), /process\.Process\/Start: .*not offered/);
-    await assert.rejects(s.files.list('/'), /filesystem\.Filesystem\/ListDir: .*not offered/);
+    assert.ok((await s.files.list('/')).some((e) => e.name === 'work'));
     const proto = createClient(
       Filesystem,
       createConnectTransport({
@@ -110,7 +110,8 @@ describe('E2B SDK against svc on real Docker', { skip: tier('docker') }, () => {
         ],
       }),
     );
-    await assert.rejects(proto.stat({ path: '/' }), (e: ConnectError) => e.code === Code.Unimplemented);
+    assert.equal((await proto.stat({ path: '/work' })).entry?.name, 'work');
+    await assert.rejects(proto.stat({ path: '/nope' }), (e: ConnectError) => e.code === Code.NotFound);
 
     assert.equal(await s.kill(), true);
     assert.equal(await s.isRunning(), false);
