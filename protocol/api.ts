@@ -4,6 +4,7 @@
 // spec's capitalised ones; objects allow further fields so a new field never breaks an old client.
 import { type Static, type TSchema, Type } from '@sinclair/typebox';
 import { FS_LIMITS, FsEntrySchema, FsEventSchema } from './fs.ts';
+import { MAX_STDIN_CHUNK, MAX_TTY, ProcessInfoSchema, SIGNALS } from './processes.ts';
 
 const Str = Type.String();
 const Time = Type.String({ description: 'ISO 8601' });
@@ -257,6 +258,83 @@ export const FsMkdirBody = Type.Object(
 export type FsEntryRecord = Static<typeof FsEntry>;
 export type FsListBody = Static<typeof FsList>;
 export type FsEventRecord = Static<typeof FsEvent>;
+// ---- Live processes (spec "Live processes") ----
+
+/** A live process: GET /v1/envs/{env}/processes lists them, GET …/processes/{pid} answers one. */
+export const Process = ProcessInfoSchema;
+const Dim = Type.Integer({ minimum: 1, maximum: MAX_TTY });
+const Signal = Type.Union(
+  SIGNALS.map((s) => Type.Literal(s)),
+  { description: 'A signal name without SIG' },
+);
+/** Base64 of at most MAX_STDIN_CHUNK bytes. */
+const Stdin = Type.String({
+  maxLength: Math.ceil(MAX_STDIN_CHUNK / 3) * 4,
+  description: `Base64 of at most ${MAX_STDIN_CHUNK} bytes`,
+});
+export const ProcessStartRequest = Type.Object(
+  {
+    service: Type.String({ minLength: 1, maxLength: 200 }),
+    cmd: Type.Array(Type.String({ maxLength: 65536 }), { minItems: 1, maxItems: 4096 }),
+    env: Type.Optional(Type.Record(Type.String({ maxLength: 1024 }), Type.String({ maxLength: 65536 }))),
+    cwd: Type.Optional(Type.String({ maxLength: 4096, description: 'Absolute working directory' })),
+    user: Type.Optional(
+      Type.String({ maxLength: 200, description: "user, uid or uid:gid; default the container's" }),
+    ),
+    stdin: Type.Optional(Type.Boolean({ description: 'Keep stdin open for input (default false)' })),
+    tty: Type.Optional(Type.Object({ rows: Dim, cols: Dim }, { additionalProperties: false })),
+  },
+  { additionalProperties: false },
+);
+export const ProcessStarted = Type.Object({ pid: Str });
+export const ProcessInputRequest = Type.Object(
+  {
+    data: Type.Optional(Stdin),
+    close: Type.Optional(Type.Boolean({ description: 'Close stdin (after data, when both)' })),
+  },
+  { additionalProperties: false },
+);
+export const ProcessSignalRequest = Type.Object({ signal: Signal }, { additionalProperties: false });
+export const ProcessStreamQuery = Type.Object({
+  since: Type.Optional(
+    Type.String({
+      pattern: '^[0-9]{1,15}$',
+      description: 'A seq: replay what the buffer still holds after it (default 0: all of it)',
+    }),
+  ),
+});
+/** What the stream sends, one JSON object per SSE `data:` or WebSocket text frame. */
+export const ProcessStreamEvent = Type.Union([
+  Type.Object({
+    type: Type.Union([Type.Literal('stdout'), Type.Literal('stderr')]),
+    seq: Type.Integer(),
+    data: Type.String({ description: 'base64' }),
+  }),
+  Type.Object({ type: Type.Literal('gap'), from: Type.Integer(), to: Type.Integer() }),
+  Type.Object({
+    type: Type.Literal('end'),
+    exit_code: Type.Union([Type.Integer(), Type.Null()]),
+    signal: Type.Optional(Str),
+    reason: Type.Optional(Str),
+  }),
+  Type.Object(
+    { type: Type.Literal('error'), error: Str },
+    { description: 'WebSocket only: a client message the host refused (the stream goes on)' },
+  ),
+]);
+/** What a WebSocket client may send. */
+export const ProcessClientMessage = Type.Union([
+  Type.Object({ type: Type.Literal('input'), data: Stdin }),
+  Type.Object({ type: Type.Literal('close_stdin') }),
+  Type.Object({ type: Type.Literal('resize'), rows: Dim, cols: Dim }),
+  Type.Object({ type: Type.Literal('signal'), signal: Signal }),
+]);
+export type ProcessRecord = Static<typeof Process>;
+export type ProcessStartBody = Static<typeof ProcessStartRequest>;
+export type ProcessInputBody = Static<typeof ProcessInputRequest>;
+export type ProcessSignalBody = Static<typeof ProcessSignalRequest>;
+export type ProcessStreamEventBody = Static<typeof ProcessStreamEvent>;
+export type ProcessClientMessageBody = Static<typeof ProcessClientMessage>;
 
 export type DeploymentRecord = Static<typeof Deployment>;
 export type PhaseRecord = Static<typeof Phase>;
@@ -308,6 +386,9 @@ export const RESPONSES: Record<string, Record<number, TSchema>> = {
   'POST /v1/envs/:env/rollback': { 202: Started },
   'POST /v1/envs/:env/verify': { 202: Started },
   'POST /v1/envs/:env/exec': { 200: ExecResult },
+  'POST /v1/envs/:env/processes': { 202: ProcessStarted },
+  'GET /v1/envs/:env/processes': { 200: list('processes', Process) },
+  'GET /v1/envs/:env/processes/:pid': { 200: Process },
   'PUT /v1/envs/:env/files': { 200: Type.Object({ ok: Type.Literal(true), bytes: Type.Number() }) },
   'GET /v1/envs/:env/fs/stat': { 200: FsEntry },
   'GET /v1/envs/:env/fs/list': { 200: FsList },

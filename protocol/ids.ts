@@ -22,6 +22,10 @@ export const PREFIX = {
   event: 'evt_',
   /** The forks of one fan-out (`count` on fork or sandboxes) carry this id in their params. */
   fanout: 'fan_',
+  /** A live process (unique across hosts, so a pid never names a process of an older svcd). */
+  process: 'proc_',
+  /** One attached follower of a live process, on one host stream. */
+  follow: 'fol_',
 } as const;
 
 const CROCKFORD = '0123456789abcdefghjkmnpqrstvwxyz';

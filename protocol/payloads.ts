@@ -4,6 +4,7 @@
 import { type Static, Type } from '@sinclair/typebox';
 import { BlobRefSchema } from './blob.ts';
 import { FS_PAYLOADS } from './fs.ts';
+import { PROCESS_PAYLOADS } from './processes.ts';
 import {
   DEFAULT_DISK_MB,
   EgressSchema,
@@ -87,6 +88,7 @@ export const PAYLOAD_SCHEMAS = {
   'env.pause': Empty,
   'env.unpause': Empty,
   ...FS_PAYLOADS,
+  ...PROCESS_PAYLOADS,
 };
 
 export type PayloadSchemas = typeof PAYLOAD_SCHEMAS;

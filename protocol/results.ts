@@ -3,6 +3,7 @@
 // plane's receipt check (server/hosts/result-check.ts) is compiled from them.
 import { type Static, Type } from '@sinclair/typebox';
 import { FS_RESULTS } from './fs.ts';
+import { PROCESS_RESULTS } from './processes.ts';
 
 const Str = Type.String();
 const Num = Type.Number();
@@ -109,6 +110,7 @@ export const RESULT_SCHEMAS = {
   'env.pause': Type.Object({ services: StrList }),
   'env.unpause': Type.Object({ services: StrList }),
   ...FS_RESULTS,
+  ...PROCESS_RESULTS,
 };
 
 export type ResultSchemas = typeof RESULT_SCHEMAS;
@@ -139,4 +141,7 @@ export const RESULT_READS: { [K in keyof ResultSchemas]?: (keyof ResultSchemas[K
   'fs.read': ['refusal', 'size'],
   'fs.write': ['refusal', 'size'],
   'fs.watch': ['refusal'],
+  'proc.start': ['pid', 'started_at'],
+  'proc.list': ['processes'],
+  'proc.attach': ['process'],
 };

@@ -15,6 +15,7 @@ import type { HostConnectivity } from './hosts/connectivity.ts';
 import type { Dispatcher } from './hosts/dispatcher.ts';
 import type { Authenticator } from './identity/auth.ts';
 import type { WarmPool } from './pool/pool.ts';
+import type { ProcessStreams } from './processes/streams.ts';
 
 export interface AppContext {
   config: Config;
@@ -47,4 +48,6 @@ export interface AppContext {
   pool: WarmPool;
   /** Throws no caller could take (guarded callbacks, the process-level handlers): logged, counted. */
   faults: Faults;
+  /** Clients following live processes (output frames from the hub to them). */
+  processes: ProcessStreams;
 }

@@ -24,6 +24,7 @@ import { Authenticator, installAuth } from './identity/auth.ts';
 import { bootstrap } from './identity/store.ts';
 import { createOrchestrator, type Orchestrator, type OrchestratorOptions } from './orchestrator.ts';
 import { WarmPool } from './pool/pool.ts';
+import { processUpgrades } from './processes/ws.ts';
 import { createDrivers, createProvisioners } from './providers/index.ts';
 import { registerRoutes } from './routes.ts';
 import { UploadSweeper } from './uploads/sweep.ts';
@@ -128,6 +129,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
       if (!pool) throw new Error('the warm pool is read before the context was built');
       return pool;
     },
+    processes: orch.processes,
   };
   pool = new WarmPool(ctx);
   installValidationMessages(app);
@@ -137,7 +139,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   orch.blobs.routes(app);
   await registerRoutes(app, ctx);
   const sweeper = new UploadSweeper(db, config.uploadsDir, config.uploadsGraceMs, app.log);
-  const { recovered, failedCommands } = await orch.start(app.server);
+  const { recovered, failedCommands } = await orch.start(app.server, processUpgrades(ctx, app.log));
   if (recovered || failedCommands) {
     app.log.warn({ recovered, failedCommands }, 'finished work a previous process left running');
   }

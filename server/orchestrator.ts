@@ -17,7 +17,8 @@ import { failUnfinishedCommands } from './hosts/command-store.ts';
 import { CommandTargets } from './hosts/command-target.ts';
 import { Dispatcher, type Driver } from './hosts/dispatcher.ts';
 import { HostRecords } from './hosts/host-records.ts';
-import { Hub, type HubLogger, type JoinTokenConsumer } from './hosts/hub.ts';
+import { Hub, type HubLogger, type JoinTokenConsumer, type UpgradeHandler } from './hosts/hub.ts';
+import { ProcessStreams } from './processes/streams.ts';
 import { archivePath } from './uploads/uploads.ts';
 
 export const JOIN_WAIT_MS = 6 * 60_000;
@@ -40,8 +41,12 @@ export interface Orchestrator {
   targets: CommandTargets;
   engine: DeploymentEngine;
   blobs: Blobs;
-  /** Ends what a previous process left running, then accepts host streams on `server`. */
-  start(server: Server): Promise<{ recovered: number; failedCommands: number }>;
+  processes: ProcessStreams;
+  /**
+   * Ends what a previous process left running, then accepts host streams on `server`; other
+   * WebSocket upgrades go to `upgrades` (404 without it).
+   */
+  start(server: Server, upgrades?: UpgradeHandler): Promise<{ recovered: number; failedCommands: number }>;
   close(): Promise<void>;
 }
 
@@ -61,6 +66,9 @@ export function createOrchestrator(
     hub.on('frame', (f) => subscriber.received(f));
     hub.on('gone', (g) => subscriber.gone(g));
   }
+  const processes = new ProcessStreams(dispatcher, log);
+  hub.on('output', (o) => processes.output(o));
+  hub.on('gone', (g) => processes.gone(g));
   const blobs = new Blobs(() => config.publicUrl);
   const targets = new CommandTargets(db, hub);
   const deps: OrchestratorDeps = {
@@ -95,16 +103,18 @@ export function createOrchestrator(
     targets,
     engine,
     blobs,
-    async start(server) {
+    processes,
+    async start(server, upgrades) {
       const failedCommands = await failUnfinishedCommands(
         db,
         'control plane restarted before the result arrived',
       );
-      hub.attach(server);
+      hub.attach(server, upgrades);
       const recovered = await engine.recover();
       return { recovered, failedCommands };
     },
     async close() {
+      processes.closeAll('the control plane is shutting down; attach again to resume');
       await hub.close();
     },
   };

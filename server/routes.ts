@@ -17,6 +17,7 @@ import { deviceRoutes } from './identity/device-routes.ts';
 import { identityRoutes } from './identity/routes.ts';
 import { metricsRoutes } from './metrics/routes.ts';
 import { poolRoutes } from './pool/routes.ts';
+import { processRoutes } from './processes/routes.ts';
 import { projectRoutes } from './projects/routes.ts';
 import { providerRoutes } from './providers/routes.ts';
 import { releaseRoutes } from './releases/routes.ts';
@@ -37,6 +38,7 @@ const modules: RouteModule[] = [
   envReadRoutes,
   envRoutes,
   fsRoutes,
+  processRoutes,
   sandboxRoutes,
   poolRoutes,
   deploymentReadRoutes,

@@ -19,6 +19,7 @@ import { Stack } from './docker/stack.ts';
 import type { SubnetAllocator } from './docker/subnets.ts';
 import type { FsState } from './fs/tools.ts';
 import type { Lane, StackPool } from './pool.ts';
+import type { ProcessTable } from './processes/table.ts';
 import type { CommandContext } from './runner.ts';
 import type { StorageBackend } from './storage/index.ts';
 
@@ -64,6 +65,8 @@ export interface SidecarContext {
   fs?: FsState;
   /** The runtimes this host runs and its default (SVC_RUNTIME); runc only when absent. */
   runtimes?: HostRuntimes;
+  /** Live processes (proc.* kinds); absent where nothing streams them (unit tests). */
+  processes?: ProcessTable;
 }
 
 /** Runs a stack operation in the host's pool, its place in the queue told through progress. */

@@ -25,6 +25,8 @@ export interface LinkOptions {
   capabilities: () => Promise<Capabilities>;
   onIdentity: (hostId: string, secret: string) => void;
   onCommand: (f: Frame) => void;
+  /** The stream closed: whatever followed its frames is gone with it. */
+  onClosed?: () => void;
   log: (msg: string) => void;
 }
 
@@ -48,6 +50,18 @@ export class Link {
   /** Sends on the current stream; frames are dropped while disconnected (results stay on disk). */
   send(f: Frame): void {
     if (this.#ws?.readyState === WebSocket.OPEN) this.#ws.send(JSON.stringify(f));
+  }
+
+  /** Sends a binary frame (process output) on the current stream; false while disconnected. */
+  sendBinary(data: Buffer): boolean {
+    if (this.#ws?.readyState !== WebSocket.OPEN) return false;
+    this.#ws.send(data, { binary: true });
+    return true;
+  }
+
+  /** Bytes queued on the current stream, not yet written (0 without one). */
+  buffered(): number {
+    return this.#ws?.bufferedAmount ?? 0;
   }
 
   /** Runs until stopped; rejects with Refused on a 1008 close. */
@@ -76,6 +90,11 @@ export class Link {
         maxPayload: MAX_FRAME_BYTES,
         perMessageDeflate: false,
         handshakeTimeout: 15_000,
+        // Masking guards browsers' traffic against caching proxies; svcd is no browser, and a zero
+        // mask lets ws skip XORing every byte of process output it sends.
+        generateMask: (mask: Buffer) => {
+          mask.fill(0);
+        },
       });
       this.#ws = ws;
       let beat: NodeJS.Timeout | undefined;
@@ -122,6 +141,7 @@ export class Link {
       ws.on('close', (code, reason) => {
         clearInterval(beat);
         this.#ws = null;
+        this.#o.onClosed?.();
         resolve({ code, reason: reason.toString() });
       });
     });

@@ -8,7 +8,7 @@ import type { Frame } from '../protocol/frames.ts';
 import { settledWithin } from '../shared/concurrency.ts';
 import { Faults, guard } from '../shared/faults.ts';
 import { detectCapabilities, VERSION } from './capabilities.ts';
-import type { SidecarContext } from './context.ts';
+import { engineOf, type SidecarContext } from './context.ts';
 import { BuildImages, DEFAULT_BUILD_GC_EVERY_MS, DEFAULT_BUILD_KEEP_MS } from './docker/build-gc.ts';
 import { type ComposeFlavor, detectComposeTool } from './docker/compose-tool.ts';
 import { dockerClient, EngineState } from './docker/engine.ts';
@@ -20,6 +20,8 @@ import { install } from './install.ts';
 import { Link, Refused } from './link.ts';
 import { defaultDataDir, OptionsError, parseOptions, type SidecarOptions } from './options.ts';
 import { stackPoolFromEnv } from './pool.ts';
+import { killOrphans, OrphanRecords } from './processes/orphans.ts';
+import { ProcessTable } from './processes/table.ts';
 import { Runner } from './runner.ts';
 import { PROBE_VERB, probeCommand, runProbeVerb } from './sea.ts';
 import { type HostState, loadState, saveState } from './state.ts';
@@ -165,10 +167,19 @@ async function serve(opts: SidecarOptions): Promise<number> {
     pool: stackPoolFromEnv(),
     runtimes,
   };
+  let link: Link | null = null;
+  // Processes an earlier svcd started cannot be followed or signalled any more: they end now.
+  const orphans = await killOrphans(dataDir);
+  if (orphans) log(`killed ${orphans} process(es) an earlier svcd left running`);
+  ctx.processes = new ProcessTable(
+    (envId) => engineOf(ctx, envId),
+    { send: (data) => link?.sendBinary(data) ?? false, buffered: () => link?.buffered() ?? 0 },
+    log,
+    new OrphanRecords(dataDir),
+  );
   ctx.engineState.spares.enabled = sparesEnabledFromEnv();
   const stopCollecting = collectPeriodically(ctx);
 
-  let link: Link | null = null;
   const runner = new Runner(dataDir, handlers(ctx, capabilities), (f) => link?.send(f), ctx.hold);
   const cut = await runner.recover((kind, envId) => undoInterrupted(ctx, kind, envId), log);
   if (cut.length) log(`finished commands a restart cut off: ${cut.join('; ')}`);
@@ -184,6 +195,7 @@ async function serve(opts: SidecarOptions): Promise<number> {
       log(`joined as ${hostId}; identity saved to ${opts.statePath}`);
     },
     onCommand: guard('runner: command', (f: Frame) => runner.handle(f)),
+    onClosed: () => ctx.processes?.dropFollowers(),
     log,
   });
   const stop = () => {

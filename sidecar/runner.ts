@@ -15,7 +15,7 @@ import {
 } from 'node:fs';
 import { readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { type CommandKind, type Payloads, UNKNOWN_KIND_ERROR } from '../protocol/commands.ts';
+import { type CommandKind, LIVE_KINDS, type Payloads, UNKNOWN_KIND_ERROR } from '../protocol/commands.ts';
 import { type CommandFailureType, type Frame, frame } from '../protocol/frames.ts';
 import { writeFileAtomic, writeFileAtomicSync } from '../shared/atomic-file.ts';
 import { KeyedQueue } from '../shared/concurrency.ts';
@@ -105,6 +105,7 @@ export class Runner {
       return Promise.resolve();
     }
     this.#send(frame('ack', { command_id: id }));
+    if (LIVE_KINDS.has(f.kind ?? '')) return this.#live(f);
     const stored = this.#stored(id);
     if (stored) {
       this.#reply(id, stored);
@@ -119,25 +120,42 @@ export class Runner {
     return run;
   }
 
+  /** A live-process command: at once, beside the environment's queue, its result not kept. */
+  async #live(f: Frame): Promise<void> {
+    this.#reply(f.command_id as string, await this.#outcome(f, () => {}));
+  }
+
   async #execute(f: Frame): Promise<void> {
     const id = f.command_id as string;
+    // A marker while it runs: if the process dies, the next start knows what was cut off.
+    writeFileSync(this.#marker(id), JSON.stringify({ kind: f.kind ?? '', env_id: f.env_id ?? '' }), {
+      mode: 0o600,
+    });
+    const outcome = await this.#outcome(f, (message) =>
+      this.#send(frame('progress', { command_id: id, message })),
+    );
+    await this.#hold?.(outcome.kind, id);
+    await this.#store(id, outcome);
+    rmSync(this.#marker(id), { force: true });
+    this.#reply(id, outcome);
+  }
+
+  /** Runs the kind's handler with the checked payload; never throws. */
+  async #outcome(f: Frame, progress: (message: string) => void): Promise<Stored> {
     const kind = f.kind as CommandKind;
     const handler = Object.hasOwn(this.#handlers, kind) ? (this.#handlers[kind] as Handler) : undefined;
-    let outcome: Stored;
     const base = { kind: f.kind ?? '', env_id: f.env_id ?? '' };
-    // A marker while it runs: if the process dies, the next start knows what was cut off.
-    writeFileSync(this.#marker(id), JSON.stringify(base), { mode: 0o600 });
     try {
       if (!handler) throw new Error(UNKNOWN_KIND_ERROR);
       const result = await handler({
-        id,
+        id: f.command_id as string,
         envId: f.env_id ?? '',
         payload: readPayload(kind, f.payload),
-        progress: (message) => this.#send(frame('progress', { command_id: id, message })),
+        progress,
       });
-      outcome = { ...base, ok: true, payload: result ?? {}, finished_at: new Date().toISOString() };
+      return { ...base, ok: true, payload: result ?? {}, finished_at: new Date().toISOString() };
     } catch (err) {
-      outcome = {
+      return {
         ...base,
         ok: false,
         error: (err as Error).message || String(err),
@@ -146,10 +164,6 @@ export class Runner {
         finished_at: new Date().toISOString(),
       };
     }
-    await this.#hold?.(base.kind, id);
-    await this.#store(id, outcome);
-    rmSync(this.#marker(id), { force: true });
-    this.#reply(id, outcome);
   }
 
   #marker(id: string): string {

@@ -31,14 +31,15 @@ async function versionServices(ctx: AppContext, teamId: string, versionId: strin
   return names ?? null;
 }
 
-export async function targetFor(ctx: AppContext, caller: Caller, envId: string, service: string) {
+/** The caller's live environment and its host; with `service`, one the environment has (400 otherwise). */
+export async function targetFor(ctx: AppContext, caller: Caller, envId: string, service?: string) {
   const env = await getEnvHot(ctx.db, caller.teamId, envId);
   if (!env) throw new NotFound(`environment ${envId} not found`);
   assertLive(env);
   if (!env.HostID || !env.CurrentVersionID)
     throw new Conflict(`environment ${env.ID} has no running stack yet`);
   const services = await versionServices(ctx, caller.teamId, env.CurrentVersionID);
-  if (services && !services.includes(service)) {
+  if (service !== undefined && services && !services.includes(service)) {
     throw new BadRequest(
       `environment ${env.ID} has no service '${service}' (services: ${services.join(', ')})`,
     );

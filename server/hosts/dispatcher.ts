@@ -5,7 +5,7 @@
 // It learns of host streams from the hub's events (connected / received / gone, wired in
 // server/orchestrator.ts) and writes commands with the `send` of each stream's hello.
 
-import type { CommandKind, Payloads, Results } from '../../protocol/commands.ts';
+import { type CommandKind, LIVE_KINDS, type Payloads, type Results } from '../../protocol/commands.ts';
 import { type CommandFailureType, type Frame, frame } from '../../protocol/frames.ts';
 import { newId, PREFIX } from '../../protocol/ids.ts';
 import { bounded, KeyedQueue } from '../../shared/concurrency.ts';
@@ -164,7 +164,8 @@ export class Dispatcher extends Emitter<DispatcherEvents> {
     timeoutMs: number = this.defaultTimeoutMs,
     signal?: AbortSignal,
   ): Promise<Results[K]> {
-    const key = envId ? `${target.hostId}/${envId}` : '';
+    // Live-process kinds act on running processes at once, beside the environment's queue.
+    const key = envId && !LIVE_KINDS.has(kind) ? `${target.hostId}/${envId}` : '';
     const exec = () => {
       if (signal?.aborted) throw cancelled(kind, signal);
       return this.#execute(target, envId, kind, payload, timeoutMs, signal);

@@ -3,6 +3,7 @@
 // stream (replaced: true) comes before `hello` of the new one.
 import type { Frame } from '../../protocol/frames.ts';
 import type { HelloCapabilities } from '../../protocol/hello.ts';
+import type { OutputFrame } from '../../protocol/processes.ts';
 
 /** A host's stream was accepted: it is authenticated and its row says `connected`. */
 export interface HostHello {
@@ -32,8 +33,16 @@ export interface HostGone {
   replaced: boolean;
 }
 
+/** A process output frame (binary) from an accepted stream; `admitted` false: over the host's output budget. */
+export interface HostOutput {
+  hostId: string;
+  frame: OutputFrame;
+  admitted: boolean;
+}
+
 export type HubEvents = {
   hello: HostHello;
   frame: HostFrame;
+  output: HostOutput;
   gone: HostGone;
 };

@@ -18,6 +18,7 @@ import {
 } from '../../protocol/frames.ts';
 import { type HelloPayload, parseHello } from '../../protocol/hello.ts';
 import { newSecret, PREFIX } from '../../protocol/ids.ts';
+import { decodeOutput, type OutputFrame, type OutputFrameError } from '../../protocol/processes.ts';
 import { Emitter } from '../../shared/emitter.ts';
 import { guard, reportFault } from '../../shared/faults.ts';
 import { type Db, now } from '../db/types.ts';
@@ -28,8 +29,11 @@ import { releaseJoinToken } from './join-tokens.ts';
 import { getHostRow, insertHost, setLastSeen, updateHost } from './store.ts';
 import {
   admitEvent,
+  admitOutput,
   EVENT_BURST,
   MAX_PROGRESS_CHARS,
+  newOutputBudget,
+  type OutputBudget,
   PRE_HELLO_MAX_BYTES,
   REFUSED_LINGER_MS,
   StreamSocket,
@@ -37,12 +41,15 @@ import {
 
 export const HELLO_TIMEOUT_MS = 10_000;
 const SWEEP_EVERY_MS = 5_000;
+/** Handles a WebSocket upgrade on a path other than the host stream's. */
+export type UpgradeHandler = (req: IncomingMessage, socket: Duplex, head: Buffer) => void;
+
 export type JoinTokenConsumer = (
   db: Db,
   token: string,
 ) => Promise<{ teamId: string; cloudId: string } | { error: string }>;
 
-interface Conn {
+interface Conn extends OutputBudget {
   ws: WebSocket;
   hostId: string;
   teamId: string;
@@ -93,9 +100,10 @@ export class Hub extends Emitter<HubEvents> implements HostConnectivity {
     this.#sweeper.unref();
   }
 
-  attach(server: Server): void {
+  attach(server: Server, other?: UpgradeHandler): void {
     server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
       const path = (req.url ?? '').split('?')[0];
+      if (path !== STREAM_PATH && other) return other(req, socket, head);
       if (path !== STREAM_PATH) {
         socket.end('HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n');
         return;
@@ -189,7 +197,12 @@ export class Hub extends Emitter<HubEvents> implements HostConnectivity {
     ws.on(
       'message',
       guard('host streams: frame', (data: WebSocket.RawData, isBinary: boolean) => {
-        if (isBinary) return refuse(ws, 'frames must be JSON text');
+        if (isBinary) {
+          // Binary frames are process output, only from a host whose hello was accepted.
+          if (!conn) return refuse(ws, 'frames must be JSON text');
+          conn.lastFrameAt = Date.now();
+          return this.#onOutput(conn, data as Buffer);
+        }
         let f: Frame;
         try {
           f = parseFrame(data.toString());
@@ -321,6 +334,24 @@ export class Hub extends Emitter<HubEvents> implements HostConnectivity {
     this.emit('frame', { hostId: c.hostId, teamId: c.teamId, frame: f });
   }
 
+  /** A process output frame: decoded, then counted against the host's output budget. */
+  #onOutput(c: Conn, data: Buffer): void {
+    let f: OutputFrame;
+    try {
+      f = decodeOutput(data);
+    } catch (err) {
+      refuse(c.ws, (err as OutputFrameError).message);
+      return;
+    }
+    const admitted = admitOutput(c, f);
+    if (!admitted && c.outputDropped++ % 1000 === 0)
+      this.#log.warn(
+        { host: c.hostId, dropped: c.outputDropped },
+        'process output over the host budget dropped',
+      );
+    this.emit('output', { hostId: c.hostId, frame: f, admitted });
+  }
+
   /** False for an event frame that is too large, malformed or over the host's rate. */
   #admit(c: Conn, f: Frame): boolean {
     const why = admitEvent(c, f);
@@ -372,6 +403,7 @@ function newConn(ws: WebSocket, hostId: string, teamId: string, cloudId: string)
     eventTokens: EVENT_BURST,
     eventRefillAt: at,
     dropped: 0,
+    ...newOutputBudget(at),
   };
 }
 

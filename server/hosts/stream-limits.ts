@@ -4,6 +4,7 @@
 // refusal, 1008.
 import { WebSocket } from 'ws';
 import { type Frame, POLICY_VIOLATION } from '../../protocol/frames.ts';
+import type { OutputFrame } from '../../protocol/processes.ts';
 
 /** Bytes a socket may send before its hello is accepted: the hello only. */
 export const PRE_HELLO_MAX_BYTES = 64 * 1024;
@@ -48,4 +49,45 @@ export function admitEvent(c: EventBucket, f: Frame): string {
   if (kind.length > 100 || kind.includes('\0') || body.includes('\\u0000')) return 'a malformed event';
   c.eventTokens -= 1;
   return '';
+}
+
+/**
+ * Process output (binary frames), a budget apart from events: per host, a token bucket of bytes and
+ * one of frames. Output over it is dropped and its followers see a `gap`; a gap or an end frame is
+ * always let through (they are small, and a follower must learn where output was lost and that it ended).
+ */
+export const OUTPUT_BYTES_PER_SEC = 256 * 1024 * 1024;
+export const OUTPUT_BYTES_BURST = 64 * 1024 * 1024;
+export const OUTPUT_FRAMES_PER_SEC = 20_000;
+export const OUTPUT_FRAMES_BURST = 40_000;
+
+export interface OutputBudget {
+  outBytes: number;
+  outFrames: number;
+  outRefillAt: number;
+  outputDropped: number;
+}
+
+export const newOutputBudget = (at: number): OutputBudget => ({
+  outBytes: OUTPUT_BYTES_BURST,
+  outFrames: OUTPUT_FRAMES_BURST,
+  outRefillAt: at,
+  outputDropped: 0,
+});
+
+/** True when the frame fits the host's output budget (and is counted against it). */
+export function admitOutput(c: OutputBudget, f: OutputFrame): boolean {
+  const at = Date.now();
+  const dt = (at - c.outRefillAt) / 1000;
+  c.outRefillAt = at;
+  c.outBytes = Math.min(OUTPUT_BYTES_BURST, c.outBytes + dt * OUTPUT_BYTES_PER_SEC);
+  c.outFrames = Math.min(OUTPUT_FRAMES_BURST, c.outFrames + dt * OUTPUT_FRAMES_PER_SEC);
+  if (f.kind === 'gap' || f.kind === 'end') {
+    c.outFrames -= 1;
+    return true;
+  }
+  if (c.outFrames < 1 || c.outBytes < f.data.length) return false;
+  c.outFrames -= 1;
+  c.outBytes -= f.data.length;
+  return true;
 }

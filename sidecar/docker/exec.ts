@@ -122,7 +122,7 @@ export async function finishExec(run: RunningExec, timeoutSec: number): Promise<
 }
 
 /** The exit code; the engine can report the stream closed a moment before it records the exit. */
-async function exitCode(exec: Docker.Exec, service: string): Promise<number> {
+export async function exitCode(exec: Docker.Exec, service: string): Promise<number> {
   for (let i = 0; i < 50; i++) {
     const info = await exec.inspect();
     if (!info.Running && info.ExitCode !== null && info.ExitCode !== undefined) return info.ExitCode;

@@ -14,6 +14,7 @@ import { verifyRun } from '../verify/run.ts';
 import { envDestroy } from './destroy.ts';
 import { envExec, envGet, envPut, hostReport } from './io.ts';
 import { envPause, envUnpause } from './pause.ts';
+import { processHandlers } from './processes.ts';
 import { envSnapshot } from './snapshot.ts';
 import { envCreate, envFork, envRollback } from './stack-ops.ts';
 
@@ -40,6 +41,7 @@ export function handlers(ctx: SidecarContext, capabilities: () => Promise<Capabi
     'fs.read': (cmd) => fsRead(ctx, cmd),
     'fs.write': (cmd) => fsWrite(ctx, cmd),
     'fs.watch': (cmd) => fsWatch(ctx, cmd),
+    ...(ctx.processes ? processHandlers(ctx.processes) : {}),
   };
 }
 

@@ -1,6 +1,8 @@
 // Fuzzing host stream frames: 1000 generated texts to the frame parser, 500 generated first
 // frames on fresh sockets (before hello) and 500 generated frames from a joined host (wrong
-// types, unknown kinds, stray acks and results, odd payloads, oversized, binary, invalid UTF-8).
+// types, unknown kinds, stray acks and results, odd payloads, oversized, binary, invalid UTF-8),
+// including process output frames (binary: valid ones for followers nobody attached, and ones with
+// a bad kind, follower id, sequence number or end body).
 // Every refusal closes with 1008 and nothing else; no host is recorded and no join token used by
 // a refused hello; a joined host's stray frames create no command; the server keeps answering.
 import assert from 'node:assert/strict';
@@ -9,11 +11,12 @@ import fc from 'fast-check';
 import { WebSocket } from 'ws';
 import { FrameError, parseFrame } from '../../protocol/frames.ts';
 import { parseHello } from '../../protocol/hello.ts';
+import { decodeOutput, encodeOutput, type OutputFrame, OutputFrameError } from '../../protocol/processes.ts';
 import { NO_RATE_LIMITS } from '../../server/http/limits.ts';
 import { withTimeout } from '../../shared/concurrency.ts';
 import { FakeSidecar } from '../support/fake-sidecar.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
-import { closeOf, dial, helloAs, wire } from './support/frame-gen.ts';
+import { closeOf, dial, helloAs, mangledOutput, outputFrame, wire } from './support/frame-gen.ts';
 import { runs } from './support/fuzz.ts';
 import { rowCounts } from './support/state.ts';
 
@@ -28,6 +31,33 @@ describe('hostile stream frames', () => {
           assert.ok(err instanceof FrameError, String(err));
         }
       }),
+      runs(1000),
+    );
+  });
+
+  test('the output frame decoder: round trips what a sidecar sends, OutputFrameError for the rest', () => {
+    fc.assert(
+      fc.property(outputFrame, (f) => {
+        // Plain objects on both sides (fast-check's records are not).
+        const plain = (x: OutputFrame) => ({ ...x, ...(x.kind === 'end' ? { end: { ...x.end } } : {}) });
+        assert.deepEqual(plain(decodeOutput(encodeOutput(f))), plain(f));
+      }),
+      runs(1000),
+    );
+    fc.assert(
+      fc.property(
+        fc.oneof(
+          mangledOutput,
+          fc.uint8Array({ maxLength: 200 }).map((b) => Buffer.from(b)),
+        ),
+        (b) => {
+          try {
+            decodeOutput(b);
+          } catch (err) {
+            assert.ok(err instanceof OutputFrameError, String(err));
+          }
+        },
+      ),
       runs(1000),
     );
   });

@@ -44,6 +44,8 @@ forEachDialect('tenancy from /openapi.json', (dialect) => {
     a.name = ['a-cloud'];
     a.version = [done.deployment.VersionID];
     a.ver = [done.deployment.VersionID];
+    // A live process's id: team B must get 404 whether or not the pid exists on A's host.
+    a.pid = ['proc_fake'];
   });
   after(async () => {
     await w.sc.close();
@@ -63,6 +65,9 @@ forEachDialect('tenancy from /openapi.json', (dialect) => {
       'POST /v1/projects/{project}/deploy': { compose: AGENT_COMPOSE },
       'POST /v1/envs/{env}/rollback': { version: a.version[0] },
       'POST /v1/envs/{env}/exec': { service: 'main', cmd: ['true'] },
+      'POST /v1/envs/{env}/processes': { service: 'main', cmd: ['true'] },
+      'POST /v1/envs/{env}/processes/{pid}/input': { close: true },
+      'POST /v1/envs/{env}/processes/{pid}/signal': { signal: 'TERM' },
       'POST /v1/targets/{name}/sandboxes': { image: 'redis:7' },
       'POST /v1/versions/{ver}/pool': { size: 1 },
       'POST /v1/envs/{env}/fs/move': { service: 'main', from: '/work/a', to: '/work/b' },

@@ -24,6 +24,16 @@ export const DEFAULT_CAPS = {
 };
 
 const noFiles = () => ({ refusal: { code: 'not_found', message: 'the fake host has no files' } });
+const FAKE_PROCESS = {
+  pid: 'proc_fake',
+  service: 'app',
+  cmd: ['true'],
+  status: 'exited',
+  exit_code: 0,
+  started_at: '2026-01-01T00:00:00.000Z',
+  tty: false,
+  stdin: false,
+};
 
 /** Plausible successful results for every kind. */
 export const defaultHandlers: Record<CommandKind, Handler> = {
@@ -67,6 +77,13 @@ export const defaultHandlers: Record<CommandKind, Handler> = {
   'fs.write': noFiles,
   'fs.watch': noFiles,
   'fs.list': () => ({ entries: [], truncated: false }),
+  'proc.start': () => ({ pid: 'proc_fake', started_at: new Date().toISOString() }),
+  'proc.input': () => ({}),
+  'proc.signal': () => ({}),
+  'proc.resize': () => ({}),
+  'proc.list': () => ({ processes: [] }),
+  'proc.attach': () => ({ process: FAKE_PROCESS }),
+  'proc.detach': () => ({}),
 };
 
 export class FakeSidecar {

@@ -1344,6 +1344,228 @@ export interface paths {
       };
     };
   };
+  "/v1/envs/{env}/processes": {
+    /** The environment's processes, running and recently exited */
+    get: {
+      parameters: {
+        path: {
+          env: string;
+        };
+      };
+      responses: {
+        /** @description Default Response */
+        "4XX": {
+          content: {
+            "application/json": {
+              error: string;
+            };
+          };
+        };
+        /** @description Default Response */
+        "5XX": {
+          content: {
+            "application/json": {
+              error: string;
+            };
+          };
+        };
+        /** @description Default Response */
+        200: {
+          content: {
+            "application/json": {
+              processes: ({
+                  cmd: string[];
+                  exit_code?: number | null;
+                  pid: string;
+                  service: string;
+                  signal?: string;
+                  started_at: string;
+                  status: "running" | "exited";
+                  stdin: boolean;
+                  tty: boolean;
+                })[];
+            };
+          };
+        };
+      };
+    };
+    /** Start a process in a service; it runs until it exits or is signalled */
+    post: {
+      parameters: {
+        path: {
+          env: string;
+        };
+      };
+      requestBody: {
+        content: {
+          "application/json": {
+            cmd: string[];
+            /** @description Absolute working directory */
+            cwd?: string;
+            env?: {
+              [key: string]: string;
+            };
+            service: string;
+            /** @description Keep stdin open for input (default false) */
+            stdin?: boolean;
+            tty?: {
+              cols: number;
+              rows: number;
+            };
+            /** @description user, uid or uid:gid; default the container's */
+            user?: string;
+          };
+        };
+      };
+      responses: {
+        /** @description Default Response */
+        "4XX": {
+          content: {
+            "application/json": {
+              error: string;
+            };
+          };
+        };
+        /** @description Default Response */
+        "5XX": {
+          content: {
+            "application/json": {
+              error: string;
+            };
+          };
+        };
+        /** @description Default Response */
+        202: {
+          content: {
+            "application/json": {
+              pid: string;
+            };
+          };
+        };
+      };
+    };
+  };
+  "/v1/envs/{env}/processes/{pid}": {
+    /** One process */
+    get: {
+      parameters: {
+        path: {
+          env: string;
+          pid: string;
+        };
+      };
+      responses: {
+        /** @description Default Response */
+        "4XX": {
+          content: {
+            "application/json": {
+              error: string;
+            };
+          };
+        };
+        /** @description Default Response */
+        "5XX": {
+          content: {
+            "application/json": {
+              error: string;
+            };
+          };
+        };
+        /** @description Default Response */
+        200: {
+          content: {
+            "application/json": {
+              cmd: string[];
+              exit_code?: number | null;
+              pid: string;
+              service: string;
+              signal?: string;
+              started_at: string;
+              status: "running" | "exited";
+              stdin: boolean;
+              tty: boolean;
+            };
+          };
+        };
+      };
+    };
+  };
+  "/v1/envs/{env}/processes/{pid}/input": {
+    /** Write to a process's stdin (base64), or close it */
+    post: {
+      parameters: {
+        path: {
+          env: string;
+          pid: string;
+        };
+      };
+      requestBody: {
+        content: {
+          "application/json": {
+            /** @description Close stdin (after data, when both) */
+            close?: boolean;
+            /** @description Base64 of at most 65536 bytes */
+            data?: string;
+          };
+        };
+      };
+      responses: {
+        /** @description Default Response */
+        200: {
+          content: never;
+        };
+      };
+    };
+  };
+  "/v1/envs/{env}/processes/{pid}/signal": {
+    /** Send a signal to a process */
+    post: {
+      parameters: {
+        path: {
+          env: string;
+          pid: string;
+        };
+      };
+      requestBody: {
+        content: {
+          "application/json": {
+            /** @description A signal name without SIG */
+            signal: "TERM" | "KILL" | "INT" | "HUP" | "QUIT" | "USR1" | "USR2" | "STOP" | "CONT" | "WINCH";
+          };
+        };
+      };
+      responses: {
+        /** @description Default Response */
+        200: {
+          content: never;
+        };
+      };
+    };
+  };
+  "/v1/envs/{env}/processes/{pid}/stream": {
+    /**
+     * A process's output as Server-Sent Events (or a WebSocket upgrade)
+     * @description text/event-stream; each `data:` is one JSON object: `{type: "stdout"|"stderr", seq, data}` (data base64), `{type: "gap", from, to}` (output lost to the bounds), then one `{type: "end", exit_code, signal?, reason?}`. `since` replays what the host still holds after that seq. As a WebSocket upgrade the same objects are text frames, and the client may send `{type: "input", data}`, `{type: "close_stdin"}`, `{type: "resize", rows, cols}`, `{type: "signal", signal}`.
+     */
+    get: {
+      parameters: {
+        query?: {
+          /** @description A seq: replay what the buffer still holds after it (default 0: all of it) */
+          since?: string;
+        };
+        path: {
+          env: string;
+          pid: string;
+        };
+      };
+      responses: {
+        /** @description Default Response */
+        200: {
+          content: never;
+        };
+      };
+    };
+  };
   "/v1/envs/{env}/rollback": {
     /** Roll the environment back to one of its versions */
     post: {

@@ -4,6 +4,7 @@
 import fc from 'fast-check';
 import { WebSocket } from 'ws';
 import { FRAME_TYPES, frame, STREAM_PATH } from '../../../protocol/frames.ts';
+import { encodeOutput, type OutputFrame } from '../../../protocol/processes.ts';
 import { DEFAULT_CAPS } from '../../support/fake-sidecar.ts';
 
 const payload = fc.jsonValue({ maxDepth: 4 });
@@ -14,7 +15,15 @@ const fields = fc.record(
     host_id: fc.oneof(text, fc.integer()),
     command_id: fc.oneof(fc.constantFrom('cmd_unknown', ''), text, fc.integer()),
     kind: fc.oneof(
-      fc.constantFrom('env.exec', 'host.report', 'env.create', 'bogus.kind', 'egress.set'),
+      fc.constantFrom(
+        'env.exec',
+        'host.report',
+        'env.create',
+        'bogus.kind',
+        'egress.set',
+        'proc.start',
+        'proc.attach',
+      ),
       text,
     ),
     env_id: text,
@@ -25,6 +34,42 @@ const fields = fc.record(
   },
   { requiredKeys: [] },
 );
+
+/** Process output frames as a sidecar sends them (binary), valid by construction. */
+const follow = fc.stringMatching(/^[A-Za-z0-9_-]{1,64}$/);
+const seq = fc.integer({ min: 1, max: 2 ** 40 });
+export const outputFrame: fc.Arbitrary<OutputFrame> = fc.oneof(
+  fc.record({
+    kind: fc.constantFrom('stdout' as const, 'stderr' as const),
+    follow,
+    seq,
+    data: fc.uint8Array({ maxLength: 300 }).map((b) => Buffer.from(b)),
+  }),
+  fc
+    .tuple(follow, seq, fc.nat(1000))
+    .map(([f, from, n]) => ({ kind: 'gap' as const, follow: f, from, to: from + n })),
+  fc.record({
+    kind: fc.constant('end' as const),
+    follow,
+    end: fc.record(
+      {
+        exit_code: fc.oneof(fc.integer({ min: -1, max: 255 }), fc.constant(null)),
+        signal: fc.constantFrom('KILL', 'TERM'),
+        reason: fc.string({ maxLength: 100 }),
+      },
+      { requiredKeys: ['exit_code'] },
+    ),
+  }),
+);
+/** Output frames with one byte of the header or body changed, or cut short. */
+export const mangledOutput = fc
+  .tuple(outputFrame, fc.nat(), fc.integer({ min: 0, max: 255 }), fc.boolean())
+  .map(([f, at, byte, cut]) => {
+    const b = encodeOutput(f);
+    if (cut) return b.subarray(0, at % b.length);
+    b[at % Math.min(b.length, 40)] = byte;
+    return b;
+  });
 
 /** A frame as sent on the wire: JSON text, or bytes that are not a frame at all. */
 export type Wire = { data: string | Buffer; binary: boolean };
@@ -37,6 +82,8 @@ export const wire: fc.Arbitrary<Wire> = fc.oneof(
     arbitrary: fc.uint8Array({ maxLength: 200 }).map((b) => ({ data: Buffer.from(b), binary: true })),
   },
   { weight: 1, arbitrary: fc.constant({ data: Buffer.from([0x7b, 0xff, 0xfe, 0x7d]), binary: false }) },
+  { weight: 2, arbitrary: outputFrame.map((f) => ({ data: encodeOutput(f), binary: true })) },
+  { weight: 2, arbitrary: mangledOutput.map((b) => ({ data: b, binary: true })) },
   {
     weight: 1,
     arbitrary: fc.integer({ min: 64 * 1024, max: 2 * 1024 * 1024 }).map((n) => ({

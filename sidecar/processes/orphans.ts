@@ -1,0 +1,71 @@
+// What a restart of svcd leaves behind: the processes it started keep running in their containers
+// (an exec is not a child of svcd), but nothing follows or can signal them any more. Each live
+// process is recorded as `<data>/processes/<pid>.json` {host pid, start time}; the next start of
+// svcd kills every recorded process that is still the same process (same host pid and start time,
+// so a reused pid is left alone) with its descendants, then forgets the records.
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { descendants, statFields } from '../docker/exec.ts';
+
+interface Orphan {
+  hostPid: number;
+  started: string;
+}
+
+const dirOf = (dataDir: string) => join(dataDir, 'processes');
+
+/** The start time of a host process (field 22 of /proc/<pid>/stat), '' when it is gone. */
+export async function startTime(hostPid: number): Promise<string> {
+  try {
+    return statFields(await readFile(`/proc/${hostPid}/stat`, 'utf8'))[19] ?? '';
+  } catch {
+    return '';
+  }
+}
+
+export class OrphanRecords {
+  #dir: string;
+  constructor(dataDir: string) {
+    this.#dir = dirOf(dataDir);
+    mkdirSync(this.#dir, { recursive: true, mode: 0o700 });
+  }
+
+  async record(pid: string, hostPid: number): Promise<void> {
+    const started = await startTime(hostPid);
+    if (!started) return;
+    const o: Orphan = { hostPid, started };
+    writeFileSync(join(this.#dir, `${pid}.json`), JSON.stringify(o), { mode: 0o600 });
+  }
+
+  forget(pid: string): void {
+    rmSync(join(this.#dir, `${pid}.json`), { force: true });
+  }
+}
+
+/** Kills the processes an earlier svcd started and left running; returns how many it killed. */
+export async function killOrphans(dataDir: string): Promise<number> {
+  const dir = dirOf(dataDir);
+  let files: string[];
+  try {
+    files = readdirSync(dir).filter((f) => f.endsWith('.json'));
+  } catch {
+    return 0;
+  }
+  let killed = 0;
+  for (const f of files) {
+    try {
+      const o = JSON.parse(readFileSync(join(dir, f), 'utf8')) as Orphan;
+      if (Number.isInteger(o.hostPid) && o.hostPid > 1 && (await startTime(o.hostPid)) === o.started) {
+        for (const p of [o.hostPid, ...(await descendants(o.hostPid))]) {
+          try {
+            process.kill(p, 'SIGKILL');
+          } catch {}
+        }
+        killed++;
+      }
+    } catch {}
+    rmSync(join(dir, f), { force: true });
+  }
+  return killed;
+}

@@ -1,0 +1,154 @@
+// Live processes at their bounds, on real Docker: a `yes` flood (gaps, not memory, for a client
+// that does not read; the ring replays at most 1 MiB), a million one-byte writes (coalesced,
+// nothing lost), the 65th running process refused, and svcd SIGKILLed mid-stream (attached
+// clients get an end that says why; the restarted svcd kills what it left and no longer knows the pid).
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+import { after, before, describe, test } from 'node:test';
+import { MAX_PROCESSES_PER_ENV, PROCESS_RING_BYTES } from '../../protocol/processes.ts';
+import { assertError } from '../support/api.ts';
+import { BUSYBOX_IMAGE, ensureTestImages } from '../support/images.ts';
+import { tier } from '../support/tiers.ts';
+import { ended, followSse, followWs, hasText, start } from './processes-support.ts';
+import { finished, IDLE_COMMAND, type Real, startReal } from './real.ts';
+
+const STACK = `
+services:
+  app:
+    image: ${BUSYBOX_IMAGE}
+    command: ${IDLE_COMMAND}
+`;
+
+const rssMiB = (pid: number) =>
+  Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) / 1024;
+
+describe('live processes at their bounds on real Docker', { skip: tier('docker') }, () => {
+  let r: Real;
+  let env: string;
+  const base = () => `/v1/envs/${env}/processes`;
+  before(async () => {
+    await ensureTestImages();
+    r = await startReal();
+    const p = await r.t.req('POST', '/v1/projects', { body: { name: 'bounds' } });
+    env = p.body.environments[0].ID;
+    const d = await r.t.req('POST', '/v1/projects/bounds/deploy', { body: { compose: STACK } });
+    const { deployment } = await finished(r.t, d.body.deployment.ID);
+    assert.equal(deployment.Status, 'succeeded', `${deployment.Error}\n${r.log()}`);
+  });
+  after(async () => r?.close());
+
+  test('a yes flood: a client that does not read gets gaps, memory stays bounded, replay is at most 1 MiB', async () => {
+    const pid = await start(r.t, env, { service: 'app', cmd: ['yes', 'a line of output from yes'] });
+    const slow = await followSse(r.t, env, pid, { read: false });
+    const fast = await followSse(r.t, env, pid, { keepData: false });
+    const t0 = Date.now();
+    // 64 MiB at least went by (frames hold up to 64 KiB; gaps count as passed).
+    await fast.until(() => fast.bytes >= 64 * 1024 * 1024 || fast.maxSeq >= 20_000);
+    const seconds = (Date.now() - t0) / 1000;
+    process.stderr.write(
+      `yes flood: ${(fast.bytes / 2 ** 20).toFixed(0)} MiB to a reading client in ${seconds.toFixed(1)} s (${(fast.bytes / 2 ** 20 / seconds).toFixed(0)} MiB/s), ${fast.gaps} gaps; svcd RSS ${rssMiB(r.sidecar.pid as number).toFixed(0)} MiB\n`,
+    );
+    assert.ok(rssMiB(r.sidecar.pid as number) < 400, 'svcd memory stays bounded');
+    // Replay holds at most the ring: the oldest output is a gap from seq 1.
+    const replay = await followSse(r.t, env, pid, { since: 0, keepData: false });
+    await replay.until((all) => all.length >= 2);
+    const first = replay.events[0];
+    assert.equal(first.type, 'gap');
+    assert.equal((first as { from: number }).from, 1);
+    replay.abort();
+    const killed = await r.t.req('POST', `${base()}/${pid}/signal`, { body: { signal: 'KILL' } });
+    assert.equal(killed.status, 204);
+    await fast.until(ended);
+    // The slow client reads now: it missed output, and says where, and still sees the end.
+    slow.keepData = false;
+    slow.read();
+    await slow.until(ended);
+    assert.ok(slow.gaps > 0, 'a slow client sees gap markers');
+    assert.ok(slow.bytes < fast.bytes, 'the slow client was not sent everything');
+    assert.deepEqual(slow.end(), { type: 'end', exit_code: 137, signal: 'KILL' });
+    assert.ok(PROCESS_RING_BYTES === 1024 * 1024);
+    assert.equal((await r.t.req('GET', '/health')).status, 200, 'the control plane still answers');
+  });
+
+  test('a million one-byte writes arrive whole, coalesced into far fewer events', async () => {
+    const pid = await start(r.t, env, {
+      service: 'app',
+      cmd: ['awk', 'BEGIN { for (i = 0; i < 1000000; i++) { printf "x"; fflush() } }'],
+    });
+    const s = await followSse(r.t, env, pid, { since: 0, keepData: false });
+    await s.until(ended);
+    assert.deepEqual(s.end(), { type: 'end', exit_code: 0 });
+    assert.equal(s.gaps, 0, 'nothing dropped');
+    assert.equal(s.bytes, 1_000_000);
+    assert.ok(s.events.length < 100_000, `${s.events.length} events for a million writes`);
+  });
+
+  test(`the ${MAX_PROCESSES_PER_ENV + 1}th running process is refused with 409; ending one makes room`, async () => {
+    const running = (await r.t.req('GET', base())).body.processes.filter(
+      (p: { status: string }) => p.status === 'running',
+    ).length;
+    const pids: string[] = [];
+    for (let i = running; i < MAX_PROCESSES_PER_ENV; i += 8) {
+      const batch = Math.min(8, MAX_PROCESSES_PER_ENV - i);
+      pids.push(
+        ...(await Promise.all(
+          Array.from({ length: batch }, () => start(r.t, env, { service: 'app', cmd: ['sleep', '1000'] })),
+        )),
+      );
+    }
+    const over = await r.t.req('POST', base(), { body: { service: 'app', cmd: ['sleep', '1000'] } });
+    assertError(over, 409, 'process limit');
+    const s = await followSse(r.t, env, pids[0]);
+    await r.t.req('POST', `${base()}/${pids[0]}/signal`, { body: { signal: 'KILL' } });
+    await s.until(ended);
+    const again = await start(r.t, env, { service: 'app', cmd: ['sleep', '1000'] });
+    for (const pid of [...pids.slice(1), again]) {
+      const k = await r.t.req('POST', `${base()}/${pid}/signal`, { body: { signal: 'KILL' } });
+      const now = (await r.t.req('GET', `${base()}/${pid}`)).body;
+      assert.equal(
+        k.status,
+        204,
+        `${JSON.stringify(k.body)} ${JSON.stringify(now)}\n${r.log().slice(-2000)}`,
+      );
+    }
+  });
+
+  test('svcd SIGKILLed mid-stream: attached clients get an end that says why; after its restart the pid is unknown', async () => {
+    const pid = await start(r.t, env, {
+      service: 'app',
+      cmd: ['sh', '-c', 'while :; do echo tick; sleep 0.2; done'],
+    });
+    const sse = await followSse(r.t, env, pid);
+    const ws = await followWs(r.t, env, pid);
+    await sse.until(hasText('tick'));
+    await ws.until(hasText('tick'));
+    await r.killSidecar();
+    for (const c of [sse, ws]) {
+      await c.until(ended);
+      const end = c.end();
+      assert.equal(end?.exit_code, null);
+      assert.match(end?.reason ?? '', /host's stream dropped/);
+    }
+    // The ticker outlived svcd (an exec is not its child) until the next svcd killed it.
+    const container = execFileSync(
+      'docker',
+      ['ps', '-q', '--filter', `label=com.docker.compose.project=${env.toLowerCase()}`],
+      { encoding: 'utf8' },
+    ).trim();
+    const ps = () => execFileSync('docker', ['exec', container, 'ps', '-o', 'args'], { encoding: 'utf8' });
+    assert.match(ps(), /echo tick/);
+    await r.startSidecar();
+    assert.doesNotMatch(
+      ps(),
+      /echo tick/,
+      `${readdirSync(`${r.dataDir}/processes`)} ${r.log().slice(-3000)}`,
+    );
+    assert.match(r.log(), /killed [1-9][0-9]* process\(es\) an earlier svcd left running/);
+    assertError(await r.t.req('GET', `${base()}/${pid}`), 404, 'no such process');
+    const again = await followWs(r.t, env, pid);
+    await again.until(ended);
+    assert.match(again.end()?.reason ?? '', /no such process/);
+    assert.equal((await r.t.req('GET', '/health')).status, 200);
+  });
+});
