@@ -74,17 +74,32 @@ export async function contextTar(root: string, rel = ''): Promise<NodeJS.Readabl
   return p as unknown as NodeJS.ReadableStream;
 }
 
-/** One file entry, its bytes read from the pinned inode. */
+/**
+ * One file entry, its bytes read from the pinned inode: exactly the `size` its header declares,
+ * however a running service grows the file meanwhile (more bytes would corrupt the tar).
+ */
 async function packFile(p: ReturnType<typeof pack>, header: Headers, size: number, file: Pinned) {
+  if (size === 0) return packEmpty(p, header);
   const fh = await openPinned(file);
   try {
     await new Promise<void>((resolve, reject) => {
+      // A file cut short meanwhile fails its entry and the whole tar ("Size mismatch"), as an
+      // 'error' event too: unheard, that event would be an uncaught exception of svcd.
       const sink = p.entry({ ...header, type: 'file', size }, (err) => (err ? reject(err) : resolve()));
-      fh.createReadStream({ autoClose: false }).on('error', reject).pipe(sink);
+      sink.on('error', reject);
+      fh.createReadStream({ autoClose: false, start: 0, end: size - 1 })
+        .on('error', reject)
+        .pipe(sink);
     });
   } finally {
     await fh.close();
   }
+}
+
+function packEmpty(p: ReturnType<typeof pack>, header: Headers): Promise<void> {
+  return new Promise((resolve, reject) => {
+    p.entry({ ...header, type: 'file', size: 0 }, Buffer.alloc(0), (err) => (err ? reject(err) : resolve()));
+  });
 }
 
 /** The text of the regular file `name` in a pinned directory; '' when it is absent or not a file. */

@@ -3,10 +3,20 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  appendFileSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  truncateSync,
+  writeFileSync,
+} from 'node:fs';
 import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pipeline } from 'node:stream/promises';
 import { after, describe, it } from 'node:test';
 import tar from 'tar-stream';
 import { contextTar } from './build.ts';
@@ -52,6 +62,49 @@ describe('project context on the host', () => {
         rel,
       );
     await assert.rejects(contextTar(files, 'app/Dockerfile'), /is a regular file, not a directory/);
+  });
+
+  it('a build context file that grows while it is packed is packed at the size it was pinned with', async () => {
+    const files = join(root, 'growing', 'files');
+    mkdirSync(join(files, 'app'), { recursive: true });
+    // Large enough that packing stalls on back-pressure long before the file's end is read.
+    const first = Buffer.alloc(8 * 1024 * 1024, 'a');
+    writeFileSync(join(files, 'app', 'log'), first);
+    writeFileSync(join(files, 'app', 'z'), '');
+    const ex = tar.extract();
+    // pipeline: a stream error reaches the loop below instead of leaving it waiting.
+    pipeline(await contextTar(files, 'app'), ex).catch(() => {});
+    const got: string[] = [];
+    for await (const entry of ex) {
+      // The header of 'log' is out, so it was pinned: a running service appends to it now.
+      if (entry.header.name === 'log') appendFileSync(join(files, 'app', 'log'), 'more bytes');
+      let bytes = 0;
+      let same = true;
+      for await (const c of entry) {
+        same &&= (c as Buffer).every((b) => b === 0x61);
+        bytes += (c as Buffer).length;
+      }
+      got.push(`${entry.header.name} ${entry.header.size} ${bytes} ${same}`);
+    }
+    assert.deepEqual(got, [`log ${first.length} ${first.length} true`, 'z 0 0 true']);
+  });
+
+  it('a build context file cut short while it is packed fails the tar, and nothing escapes', async () => {
+    const files = join(root, 'shrinking', 'files');
+    mkdirSync(join(files, 'app'), { recursive: true });
+    writeFileSync(join(files, 'app', 'log'), Buffer.alloc(8 * 1024 * 1024, 'a'));
+    const ex = tar.extract();
+    const packed = await contextTar(files, 'app');
+    const failed = new Promise<Error>((resolve) => packed.once('error', resolve));
+    pipeline(packed, ex).catch(() => {});
+    await assert.rejects(async () => {
+      for await (const entry of ex) {
+        // The header of 'log' is out, so it was pinned: a running service truncates it now.
+        truncateSync(join(files, 'app', 'log'), 0);
+        for await (const _ of entry);
+      }
+    });
+    assert.match((await failed).message, /Size mismatch/);
   });
 
   it('fetches once per digest, refuses other bytes, and never writes behind a link', async () => {
