@@ -16,11 +16,11 @@ import { createSandbox, DEFAULT_SANDBOX_PROJECT, type SandboxRequest } from '../
 import * as store from './store.ts';
 
 /**
- * The envd version reported to the SDK: the lowest that needs no forced user (0.4.0). The SDK
- * switches features on by it (close stdin 0.5.2, octet-stream uploads 0.5.7, file metadata 0.6.2),
- * so it rises only with the features behind it.
+ * The envd version reported to the SDK, which switches features on by it: no forced user (0.4.0),
+ * close stdin (0.5.2); not yet octet-stream uploads (0.5.7: streamed, without a length, which the
+ * file API refuses) nor file metadata (0.6.2). It rises only with the features behind it.
  */
-export const ENVD_VERSION = '0.4.0';
+export const ENVD_VERSION = '0.5.2';
 export const DEFAULT_TIMEOUT_SEC = 300;
 export const CLIENT_ID = 'svc';
 /** E2B's defaults for a sandbox's size, reported as such: svc does not size image sandboxes. */
