@@ -92,8 +92,7 @@ describe('E2B SDK against svc on real Docker', { skip: tier('docker') }, () => {
       [s.sandboxId],
     );
     assert.ok(row && !JSON.stringify(row).includes(tokenOf(s)));
-    // envd's Connect-RPC services answer in both codecs (processes: unimplemented until svc backs them).
-    await assert.rejects(s.commands.run('echo hi'), /process\.Process\/Start: .*not offered/);
+    // envd's Connect-RPC services answer in both codecs (commands: e2b-commands.test.ts, on an image with bash).
     assert.ok((await s.files.list('/')).some((e) => e.name === 'work'));
     const proto = createClient(
       Filesystem,
