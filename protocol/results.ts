@@ -70,12 +70,16 @@ export const RESULT_SCHEMAS = {
     /** The runtime the services run under, and gVisor's platform when it is gvisor. */
     runtime: Type.Optional(Str),
     runtime_platform: Type.Optional(Str),
+    /** Milliseconds per step on the host (storage, render, firewall, create, start, probe...). */
+    timings: Type.Optional(Type.Record(Str, Num)),
   }),
   'env.snapshot': Type.Object({
     snapshot: Str,
     datasets: StrList,
     frozen_for: Num,
     consistent: Type.Boolean(),
+    /** Milliseconds per step on the host (checkpoints, pause, capture, thaw, health). */
+    timings: Type.Optional(Type.Record(Str, Num)),
   }),
   'env.fork': Type.Object({ forked_in: Num, endpoints: StrMap }),
   'env.rollback': Type.Object({ snapshot: Str, endpoints: StrMap }),

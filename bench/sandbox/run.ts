@@ -4,8 +4,11 @@
 // images, its own healthchecks and depends_on) measured in the same run. Real control plane, real
 // svcd (datasets on its own XFS image, the --dev default), real Docker.
 //
-//   node bench/sandbox/run.ts [--runs 5] [--only warm] [--spares off]
+//   node bench/sandbox/run.ts [--runs 5] [--only warm|image] [--spares off]
 //
+// Every image sandbox is profiled phase by phase (bench/sandbox/profile.ts: the deployment's phases,
+// the command rows and the host's own steps), printed as medians and shares of the total.
+// `--only image` runs the image series and its `docker run --rm` baseline only, interleaved.
 // `--only warm` skips the cold series and its baselines; the warm series also prints where a
 // claim → first exec went (bench/sandbox/split.ts) beside the same Docker work done raw, and a
 // second exec 250 ms after the first (a loop's next command, by then on the spare exec the first
@@ -19,6 +22,7 @@ import { parse, stringify } from 'yaml';
 import { closeXfsLoop } from '../../sidecar/storage/xfs-loop.ts';
 import { finished, startReal } from '../../test/e2e/real.ts';
 import { BUSYBOX_IMAGE, ensureTemplateImages } from '../../test/support/images.ts';
+import { type Profile, sandboxProfile } from './profile.ts';
 import { commandSplit, rawSplit, SPLIT_KEYS, SPLIT_LABELS, type Split } from './split.ts';
 
 const { values } = parseArgs({
@@ -31,7 +35,10 @@ const { values } = parseArgs({
 process.env.SVC_EXEC_SPARES = values.spares;
 const RUNS = Math.max(1, Number(values.runs));
 const COLD = values.only !== 'warm';
+const IMAGE_ONLY = values.only === 'image';
 process.env.SVC_XFS_LOOP = 'auto';
+/** Ends the measuring early (`--only image`) and goes on to the cleanup and the report. */
+class Done extends Error {}
 const pct = (xs: number[], p: number) =>
   [...xs].sort((a, b) => a - b)[Math.max(0, Math.ceil((p / 100) * xs.length) - 1)];
 
@@ -61,6 +68,8 @@ const series: Record<string, number[]> = {
   dockerRun: [],
   composeWait: [],
 };
+const profiles: Profile[] = [];
+const loads: number[] = [];
 try {
   const req = r.t.req;
   const exec = async (env: string) => {
@@ -94,21 +103,34 @@ try {
   const pool = async () => (await req('GET', `/v1/versions/${ver}/pool`)).body.pool;
   for (let i = 0; i < (COLD ? RUNS : 0); i++) {
     let env = '';
-    series.image.push(
-      await timed(async () => {
-        env = await sandbox({ image: BUSYBOX_IMAGE, cmd: ['sleep', '3600'], volumes: [] });
-      }),
-    );
+    loads.push(loadavg()[0]);
+    const post = Date.now();
+    const c = await req('POST', '/v1/sandboxes', {
+      body: { image: BUSYBOX_IMAGE, cmd: ['sleep', '3600'], volumes: [] },
+    });
+    const created = Date.now();
+    if (c.status !== 201) throw new Error(`sandbox: ${c.status} ${JSON.stringify(c.body).slice(0, 400)}`);
+    env = c.body.environment.ID;
+    await exec(env);
+    const t = { post, created, exec: Date.now() };
+    series.image.push(t.exec - t.post);
+    profiles.push(await sandboxProfile(r.t.server.ctx.db, c.body.deployment.ID, env, t));
     await destroy(env);
+    series.dockerRun.push(
+      await timed(() => sh('docker', ['run', '--rm', '--network', 'none', BUSYBOX_IMAGE, 'true'])),
+    );
+    if (IMAGE_ONLY) {
+      console.error(
+        `run ${i} (load ${loads.at(-1)?.toFixed(1)}): image ${series.image.at(-1)} ms, dockerRun ${series.dockerRun.at(-1)?.toFixed(0)} ms`,
+      );
+      continue;
+    }
     series.cold.push(
       await timed(async () => {
         env = await sandbox({ from_version: ver, name: `cold-${i}` });
       }),
     );
     await destroy(env);
-    series.dockerRun.push(
-      await timed(() => sh('docker', ['run', '--rm', '--network', 'none', BUSYBOX_IMAGE, 'true'])),
-    );
     const project = `svcbenchsbx${process.pid}x${i}`;
     series.composeWait.push(
       await timed(() => sh('docker', ['compose', '-p', project, '-f', file, 'up', '-d', '--wait'])),
@@ -119,6 +141,7 @@ try {
     );
   }
   // Warm claims: a pool of 2 (members paused), refilled between claims.
+  if (IMAGE_ONLY) throw new Done();
   await req('POST', `/v1/versions/${ver}/pool`, { body: { size: 2 } });
   for (let i = 0; i < RUNS; i++) {
     for (let w = 0; (await pool()).ready < 2 && w < 900; w++)
@@ -147,6 +170,8 @@ try {
     );
   }
   await req('DELETE', `/v1/versions/${ver}/pool`);
+} catch (err) {
+  if (!(err instanceof Done)) throw err;
 } finally {
   await r.close().catch((err) => console.error(`cleanup: ${err.message}`));
   await closeXfsLoop(r.dataDir);
@@ -173,4 +198,24 @@ console.log(
 );
 for (const [k, v] of Object.entries(series))
   if (v.length) console.log(`| ${label[k]} | ${pct(v, 50).toFixed(0)} ms | ${pct(v, 99).toFixed(0)} ms |`);
+if (series.image.length && series.dockerRun.length)
+  console.log(
+    `\nimage sandbox ÷ docker run --rm (p50s): ${(pct(series.image, 50) / pct(series.dockerRun, 50)).toFixed(2)}x; 1-min load average at each run's start: ${loads.map((l) => l.toFixed(1)).join(', ')}`,
+  );
+if (profiles.length) {
+  const total = pct(
+    profiles.map((p) => p.total),
+    50,
+  );
+  console.log(
+    `\nimage sandbox profile, p50 over ${profiles.length} runs (share of the total's p50; host steps may overlap)\n\n| step | p50 ms | share |\n|---|---|---|`,
+  );
+  const keys = [...new Set(profiles.flatMap((p) => Object.keys(p)))];
+  for (const k of keys) {
+    const v = profiles.map((p) => p[k]).filter((x) => Number.isFinite(x));
+    if (!v.length) continue;
+    const m = pct(v, 50);
+    console.log(`| ${k} | ${m.toFixed(0)} | ${((100 * m) / total).toFixed(0)}% |`);
+  }
+}
 process.exit(0);

@@ -8,6 +8,7 @@ import type Docker from 'dockerode';
 import { CONTEXT_VOLUME, type Egress, type Runtime, type ServiceRecord } from '../../protocol/spec.ts';
 import { writeFileAtomic } from '../../shared/atomic-file.ts';
 import { AGAIN, retry, retryFailures } from '../../shared/concurrency.ts';
+import { Timings } from '../../shared/timings.ts';
 import { startActive } from './active-health.ts';
 import { type StagedBinds, stageBinds, unstageBinds } from './bind-staging.ts';
 import { type ComposeTool, runCompose } from './compose-tool.ts';
@@ -115,23 +116,27 @@ export class Stack {
     timeoutSec = 600,
     beforeStart?: () => Promise<void>,
     onStart?: (service: string) => void,
+    timings = new Timings(),
   ): Promise<{ started_in: number }> {
-    await this.stage();
-    await this.write();
-    if (this.spec.egress === 'deny') await isolateBridge(this.bridge, this.envId, this.opts.firewall);
+    await timings.step('stage_binds', () => this.stage());
+    await timings.step('render', () => this.write());
+    if (this.spec.egress === 'deny')
+      await timings.step('firewall', () => isolateBridge(this.bridge, this.envId, this.opts.firewall));
     const started = Date.now();
     const create = ['up', '--no-start', '--force-recreate', '--remove-orphans'];
     if (this.tool.flavor === 'v2') create.splice(2, 0, '--quiet-pull');
     try {
-      await this.createContainers(create, (timeoutSec + 60) * 1000);
+      await timings.step('compose_create', () => this.createContainers(create, (timeoutSec + 60) * 1000));
     } catch (err) {
       if (!(err instanceof ComposeRunError)) throw err;
       // Compose names the failing container; the engine can say why (exit code, health output, logs).
       throw (await diagnose(this.engine, this.spec.services, err.stderr)) ?? err;
     }
-    await beforeStart?.();
+    if (beforeStart) await timings.step('before_start', beforeStart);
     const left = timeoutSec * 1000 - (Date.now() - started);
-    await startActive(this.engine, this.spec.services, { timeoutMs: Math.max(left, 1000), onStart });
+    await timings.step('start_health', () =>
+      startActive(this.engine, this.spec.services, { timeoutMs: Math.max(left, 1000), onStart }),
+    );
     return { started_in: Date.now() - started };
   }
 

@@ -3,6 +3,7 @@
 // that can happen before the freeze or after the thaw does, to keep frozen_for short.
 import type { Results } from '../../protocol/commands.ts';
 import { settledWithin } from '../../shared/concurrency.ts';
+import { Timings } from '../../shared/timings.ts';
 import { requireSpec, type SidecarContext, saveVersionSpec, stackOf } from '../context.ts';
 import { checkpointDatabases } from '../docker/checkpoint.ts';
 import { healthyBefore as checkHealthyBefore } from '../docker/health.ts';
@@ -20,6 +21,8 @@ export async function envSnapshot(
   const spec = await requireSpec(ctx, cmd.envId);
   const stack = stackOf(ctx, cmd.envId, spec);
   const engine = stack.engine;
+  const timings = new Timings();
+  const t0 = performance.now();
 
   // Databases flush to disk first, so the captured files are what a clean restart expects.
   // Health is checked while the databases checkpoint, so after the thaw only what changed since
@@ -35,7 +38,9 @@ export async function envSnapshot(
     first && !keep.includes(first) ? primeSpare(engine, first, listed).catch(() => false) : undefined;
   let consistent = true;
   try {
-    const done = await checkpointDatabases(engine, spec.services, undefined, listed);
+    const done = await timings.step('checkpoints', () =>
+      checkpointDatabases(engine, spec.services, undefined, listed),
+    );
     for (const d of done)
       cmd.progress(`checkpointed ${d.kind} in ${d.service} (${d.detail}, ${d.took_ms} ms)`);
   } catch (err) {
@@ -45,17 +50,18 @@ export async function envSnapshot(
   }
   // The freeze covers only the capture, to keep frozen_for short: the volumes are flushed and the
   // containers listed while the stack still runs; paused, the storage layer's copy is one reflink.
-  const passedBefore = await healthyBefore;
-  if (spare) await settledWithin(spare, SPARE_READY_WAIT_MS);
-  await ctx.storage.prepareSnapshot?.(cmd.envId, name, spec.volumes);
+  const passedBefore = await timings.step('health_before', () => healthyBefore);
+  if (spare) await timings.step('spare', () => settledWithin(spare, SPARE_READY_WAIT_MS));
+  await timings.step('flush', async () => ctx.storage.prepareSnapshot?.(cmd.envId, name, spec.volumes));
   const before = await engine.containers();
   const toPause = before.filter((c) => c.state === 'running');
   const toThaw = before.filter(
     (c) => (c.state === 'running' || c.state === 'paused') && !keep.includes(c.service),
   );
   const frozenAt = Date.now();
+  timings.add('before_freeze', performance.now() - t0);
   try {
-    await engine.freezeEach('pause', toPause);
+    await timings.step('pause', () => engine.freezeEach('pause', toPause));
   } catch (err) {
     // The pause thawed what it froze before giving up (engine.ts); what was paused before the
     // snapshot and is not kept paused runs again too, as after a capture (each found by its state now).
@@ -70,7 +76,7 @@ export async function envSnapshot(
   const thaw = async () => {
     if (frozenFor >= 0) return;
     frozenFor = 0;
-    await engine.freezeEach('unpause', toThaw);
+    await timings.step('unpause', () => engine.freezeEach('unpause', toThaw));
     frozenFor = Date.now() - frozenAt;
     // Health is awaited while the snapshot is made durable. Services left paused on purpose are
     // not asked to be healthy; every other one is.
@@ -79,14 +85,14 @@ export async function envSnapshot(
   };
   try {
     await ctx.hold?.('env.snapshot:frozen', cmd.id);
-    datasets = await ctx.storage.snapshot(cmd.envId, name, spec.volumes, thaw);
+    datasets = await timings.step('capture', () => ctx.storage.snapshot(cmd.envId, name, spec.volumes, thaw));
   } finally {
     await thaw();
   }
-  await saveVersionSpec(ctx, cmd.envId, name, { ...spec, version: name });
+  await timings.step('save_spec', () => saveVersionSpec(ctx, cmd.envId, name, { ...spec, version: name }));
   cmd.progress(
     `captured ${datasets.length} dataset${datasets.length === 1 ? '' : 's'}; frozen for ${frozenFor} ms`,
   );
-  await healthy;
-  return { snapshot: name, datasets, frozen_for: frozenFor, consistent };
+  await timings.step('health_after', () => healthy);
+  return { snapshot: name, datasets, frozen_for: frozenFor, consistent, timings: timings.ms };
 }

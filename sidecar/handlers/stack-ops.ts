@@ -3,6 +3,7 @@
 import { chown, readdir, stat } from 'node:fs/promises';
 import type { Payloads, Results } from '../../protocol/commands.ts';
 import { CONTEXT_VOLUME, DEFAULT_DISK_MB, type Runtime, type ServiceRecord } from '../../protocol/spec.ts';
+import { Timings } from '../../shared/timings.ts';
 import {
   composeTool,
   loadSpec,
@@ -116,6 +117,7 @@ async function startStack(
   envId: string,
   spec: SavedSpec,
   paths: Record<string, string>,
+  timings = new Timings(),
 ) {
   await ownFreshVolumes(spec.services, paths);
   // Relative binds are pinned and staged by `up` itself, on every start (bind-staging.ts).
@@ -125,14 +127,15 @@ async function startStack(
   cmd.progress(
     `starting ${spec.services.length} service${spec.services.length === 1 ? '' : 's'} with ${stack.tool.argv.join(' ')}`,
   );
-  const { started_in } = await stack.up(600, async () => {
+  const beforeStart = async () => {
     const names = spec.services.map((s) => s.name);
     await checkCreatedRuntime(stack.engine, names, spec.runtime ?? 'runc');
     await checkAgentBeforeStart(stack, spec);
     await ownFreshVolumes(spec.services, paths);
-  });
+  };
+  const { started_in } = await stack.up(600, beforeStart, undefined, timings);
   if (spec.agent) await refuseRootProcess(stack.engine, spec.agent);
-  const report = await stack.verifyEgress(ctx.probe);
+  const report = await timings.step('egress_probe', () => stack.verifyEgress(ctx.probe));
   cmd.progress(`healthy; egress ${report.verdict}`);
   return { stack, started_in, egress: report.verdict };
 }
@@ -169,26 +172,31 @@ export async function envCreate(
 
 async function createWith(ctx: SidecarContext, cmd: CommandContext<'env.create'>, spec: SavedSpec) {
   const fromSnapshot = cmd.payload.from_snapshot;
+  const timings = new Timings();
   const previous = await loadSpec(ctx, cmd.envId);
-  const diskQuota = await limitDisk(ctx, cmd, cmd.envId, spec);
+  const diskQuota = await timings.step('disk_limit', () => limitDisk(ctx, cmd, cmd.envId, spec));
   if (fromSnapshot) {
     if (!(await ctx.storage.hasSnapshot(cmd.envId, fromSnapshot)))
       throw new Error(`environment ${cmd.envId} has no snapshot ${fromSnapshot}`);
     if (previous) await stackOf(ctx, cmd.envId, previous).down();
     await ctx.storage.rollback(cmd.envId, fromSnapshot, spec.volumes);
   }
-  const paths = await ctx.storage.prepare(cmd.envId, spec.volumes);
+  const paths = await timings.step('storage_prepare', () => ctx.storage.prepare(cmd.envId, spec.volumes));
   try {
-    await prepareProject(ctx, cmd, spec, paths);
-    const { stack, started_in, egress } = await startStack(ctx, cmd, cmd.envId, spec, paths);
+    await timings.step('project', () => prepareProject(ctx, cmd, spec, paths));
+    const { stack, started_in, egress } = await startStack(ctx, cmd, cmd.envId, spec, paths, timings);
+    const [endpoints, digests] = await timings.step('report', () =>
+      Promise.all([stack.endpoints(), stack.digests()]),
+    );
     return {
-      endpoints: await stack.endpoints(),
+      endpoints,
       started_in,
-      digests: await stack.digests(),
+      digests,
       storage: ctx.storage.kind,
       egress,
       disk_quota: diskQuota,
       ...runtimeReport(ctx, spec),
+      timings: timings.ms,
     };
   } catch (err) {
     // A redeploy that fails keeps its containers for the rollback the control plane sends next;

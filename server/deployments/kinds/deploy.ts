@@ -159,6 +159,7 @@ async function prepare(ctx: Ctx) {
     disk_quota: r.disk_quota ?? 'not reported by the host',
     runtime: r.runtime ?? spec.runtime ?? 'not reported by the host',
     ...(r.runtime_platform ? { runtime_platform: r.runtime_platform } : {}),
+    ...(r.timings ? { timings: r.timings } : {}),
   };
   if (!spec.context) return { version: ctx.dep.VersionID, endpoints: r.endpoints, ...disk, ...said };
   return {
@@ -213,7 +214,14 @@ async function snapshot(ctx: Ctx) {
     return new Skip({ reason: refused });
   }
   const r = await send(ctx, target, ctx.dep.EnvID, 'env.snapshot', { name: ctx.dep.VersionID });
-  return { snapshot: r.snapshot, datasets: r.datasets, frozen_for: r.frozen_for, consistent: r.consistent };
+  const timings = r.timings ? { timings: r.timings } : {};
+  return {
+    snapshot: r.snapshot,
+    datasets: r.datasets,
+    frozen_for: r.frozen_for,
+    consistent: r.consistent,
+    ...timings,
+  };
 }
 
 async function ingress(ctx: Ctx) {
