@@ -16,6 +16,8 @@ import {
 } from '../context.ts';
 import { buildImages } from '../docker/build.ts';
 import { buildOwner } from '../docker/build-gc.ts';
+import type { ProbeReport } from '../docker/egress.ts';
+import { EgressLeak, ProbeError } from '../docker/errors.ts';
 import { checkCreatedRuntime, resolveRuntime } from '../docker/gvisor.ts';
 import { engineBoundsLayers } from '../docker/layer-quota.ts';
 import { checkProjectFields, contextFiles, contextOf, ensureContext } from '../docker/project.ts';
@@ -133,11 +135,47 @@ async function startStack(
     await checkAgentBeforeStart(stack, spec);
     await ownFreshVolumes(spec.services, paths);
   };
-  const { started_in } = await stack.up(600, beforeStart, undefined, timings);
+  // The egress probe runs while the health wait does (it needs only one running container in the
+  // stack's network), not after it: the command's result, and so any exec in this environment
+  // (the runner runs one command at a time per environment), still waits for its verdict.
+  let probe: Promise<ProbeReport> | undefined;
+  const probeNow = () => {
+    probe ??= timings.step('egress_probe', () => stack.verifyEgress(ctx.probe));
+    probe.catch(() => {}); // awaited below
+  };
+  let started_in: number;
+  try {
+    ({ started_in } = await stack.up(600, beforeStart, probeNow, timings));
+  } catch (err) {
+    // A leak stops the stack, which fails the health wait: the leak is the reason to report.
+    const probed = await probe?.catch((e: unknown) => e);
+    throw probed instanceof EgressLeak ? probed : err;
+  }
   if (spec.agent) await refuseRootProcess(stack.engine, spec.agent);
-  const report = await timings.step('egress_probe', () => stack.verifyEgress(ctx.probe));
+  const report = await verifiedEgress(stack, ctx, probe, timings);
   cmd.progress(`healthy; egress ${report.verdict}`);
   return { stack, started_in, egress: report.verdict };
+}
+
+/**
+ * The verdict of the probe started beside the health wait. One that failed without a verdict
+ * (its container exited under it: a one-shot, say) is run again on the healthy stack, as it
+ * always was before; a leak stands.
+ */
+async function verifiedEgress(
+  stack: Stack,
+  ctx: SidecarContext,
+  early: Promise<ProbeReport> | undefined,
+  timings: Timings,
+): Promise<ProbeReport> {
+  if (early) {
+    try {
+      return await early;
+    } catch (err) {
+      if (!(err instanceof ProbeError)) throw err;
+    }
+  }
+  return timings.step('egress_probe_again', () => stack.verifyEgress(ctx.probe));
 }
 
 async function tearDown(
