@@ -1,6 +1,6 @@
 // One environment's compose stack: render, up (with health wait), stop/start, down, and what the
 // env.create result reports about it (endpoints, digests). Deny stacks get their host firewall
-// rules before any container exists and lose them only after every container is gone.
+// rules before any container starts and lose them only after every container is gone.
 import { mkdir } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
@@ -120,14 +120,21 @@ export class Stack {
   ): Promise<{ started_in: number }> {
     await timings.step('stage_binds', () => this.stage());
     await timings.step('render', () => this.write());
-    if (this.spec.egress === 'deny')
-      await timings.step('firewall', () => isolateBridge(this.bridge, this.envId, this.opts.firewall));
     const started = Date.now();
     const create = ['up', '--no-start', '--force-recreate', '--remove-orphans'];
     if (this.tool.flavor === 'v2') create.splice(2, 0, '--quiet-pull');
-    try {
-      await timings.step('compose_create', () => this.createContainers(create, (timeoutSec + 60) * 1000));
-    } catch (err) {
+    // A deny stack's rules are written while its containers are created (a created container
+    // sends nothing), and both are settled before any starts: a failure of either is thrown only
+    // once the other is done, so the cleanup that follows never races a rule still being added.
+    const [isolated, created] = await Promise.allSettled([
+      this.spec.egress === 'deny'
+        ? timings.step('firewall', () => isolateBridge(this.bridge, this.envId, this.opts.firewall))
+        : undefined,
+      timings.step('compose_create', () => this.createContainers(create, (timeoutSec + 60) * 1000)),
+    ]);
+    if (isolated.status === 'rejected') throw isolated.reason;
+    if (created.status === 'rejected') {
+      const err = created.reason;
       if (!(err instanceof ComposeRunError)) throw err;
       // Compose names the failing container; the engine can say why (exit code, health output, logs).
       throw (await diagnose(this.engine, this.spec.services, err.stderr)) ?? err;
