@@ -36,11 +36,18 @@ export async function envSnapshot(
   const first = spec.services[0]?.name;
   const spare =
     first && !keep.includes(first) ? primeSpare(engine, first, listed).catch(() => false) : undefined;
+  // What a snapshot captures is the volumes: a stack that mounts none (an image sandbox with
+  // `volumes: []`) has nothing a container could change under the capture, so nothing is
+  // checkpointed or frozen for it: only services to be left paused (`keep_paused`) are paused, and
+  // what was paused before and is not kept is thawed, as after any capture.
+  const freezes = spec.volumes.length > 0;
+  const pauses = (c: { service: string; state: string }) =>
+    c.state === 'running' && (freezes || keep.includes(c.service));
   let consistent = true;
   try {
-    const done = await timings.step('checkpoints', () =>
-      checkpointDatabases(engine, spec.services, undefined, listed),
-    );
+    const done = freezes
+      ? await timings.step('checkpoints', () => checkpointDatabases(engine, spec.services, undefined, listed))
+      : [];
     for (const d of done)
       cmd.progress(`checkpointed ${d.kind} in ${d.service} (${d.detail}, ${d.took_ms} ms)`);
   } catch (err) {
@@ -51,13 +58,17 @@ export async function envSnapshot(
   // The freeze covers only the capture, to keep frozen_for short: the volumes are flushed and the
   // containers listed while the stack still runs; paused, the storage layer's copy is one reflink.
   const passedBefore = await timings.step('health_before', () => healthyBefore);
-  if (spare) await timings.step('spare', () => settledWithin(spare, SPARE_READY_WAIT_MS));
+  // A pause must not freeze the spare's exec while runc starts it (spare.ts): it waits for it.
+  // Without a pause the spare starts while the capture runs and is waited for at the end.
+  const spareReady = async () => {
+    if (spare) await timings.step('spare', () => settledWithin(spare, SPARE_READY_WAIT_MS));
+  };
+  const pausing = freezes || keep.length > 0;
+  if (pausing) await spareReady();
   await timings.step('flush', async () => ctx.storage.prepareSnapshot?.(cmd.envId, name, spec.volumes));
   const before = await engine.containers();
-  const toPause = before.filter((c) => c.state === 'running');
-  const toThaw = before.filter(
-    (c) => (c.state === 'running' || c.state === 'paused') && !keep.includes(c.service),
-  );
+  const toPause = before.filter(pauses);
+  const toThaw = before.filter((c) => (c.state === 'paused' || pauses(c)) && !keep.includes(c.service));
   const frozenAt = Date.now();
   timings.add('before_freeze', performance.now() - t0);
   try {
@@ -77,7 +88,7 @@ export async function envSnapshot(
     if (frozenFor >= 0) return;
     frozenFor = 0;
     await timings.step('unpause', () => engine.freezeEach('unpause', toThaw));
-    frozenFor = Date.now() - frozenAt;
+    frozenFor = toPause.length ? Date.now() - frozenAt : 0;
     // Health is awaited while the snapshot is made durable. Services left paused on purpose are
     // not asked to be healthy; every other one is.
     healthy = stack.waitHealthy(POST_SNAPSHOT_HEALTH_MS, { skip: keep, before: passedBefore });
@@ -94,5 +105,6 @@ export async function envSnapshot(
     `captured ${datasets.length} dataset${datasets.length === 1 ? '' : 's'}; frozen for ${frozenFor} ms`,
   );
   await timings.step('health_after', () => healthy);
+  if (!pausing) await spareReady();
   return { snapshot: name, datasets, frozen_for: frozenFor, consistent, timings: timings.ms };
 }
