@@ -208,8 +208,24 @@ export async function startActive(
           `not ready after ${Math.round(opts.timeoutMs / 1000)}s (${late.phase}, dependencies first)`,
         );
     }
-    await sleep(PROBE_EVERY_MS);
+    await sleep(nextLook(tracks.values(), completes));
   }
+}
+
+/**
+ * How long until the next look: a service without a check is ready once it has stayed up one
+ * probe interval, so its look is due at that moment, not a whole interval after the previous look
+ * (which came one inspect after its start); anything else is looked at every interval.
+ */
+function nextLook(tracks: Iterable<Track>, completes: ReadonlySet<string>): number {
+  let wait = PROBE_EVERY_MS;
+  for (const t of tracks) {
+    if (t.phase !== 'started' || probeCommand(t.svc.health) || completes.has(t.svc.name)) continue;
+    // Past it (a container that is not running yet, say): the interval as before, never a spin.
+    const due = t.startedAt + PROBE_EVERY_MS - Date.now();
+    if (due > 0) wait = Math.min(wait, due);
+  }
+  return wait;
 }
 
 /** One look at a started service: its state from the engine, then one active check if due. */
