@@ -90,7 +90,14 @@ export async function envSnapshot(
     await timings.step('unpause', () => engine.freezeEach('unpause', toThaw));
     frozenFor = toPause.length ? Date.now() - frozenAt : 0;
     // Health is awaited while the snapshot is made durable. Services left paused on purpose are
-    // not asked to be healthy; every other one is.
+    // not asked to be healthy; every other one is. When nothing was frozen or thawed, a service
+    // that passed its check just before and still runs in the listing taken after it needs no
+    // second check: the freeze that could have disturbed it did not happen.
+    const untouched = !toPause.length && !toThaw.length;
+    const passed = wanted.every((s) =>
+      before.some((c) => c.service === s.name && c.state === 'running' && passedBefore?.has(c.id)),
+    );
+    if (untouched && passed) return;
     healthy = stack.waitHealthy(POST_SNAPSHOT_HEALTH_MS, { skip: keep, before: passedBefore });
     healthy.catch(() => {}); // awaited below when the snapshot succeeds
   };
