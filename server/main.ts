@@ -19,7 +19,6 @@ import { type App, createHttpApp } from './http/app.ts';
 import { installCors } from './http/cors.ts';
 import { type HttpLimits, httpLimits } from './http/limits.ts';
 import { installRateLimits } from './http/rate-limits.ts';
-import { installValidationMessages } from './http/schema.ts';
 import { Authenticator, installAuth } from './identity/auth.ts';
 import { bootstrap } from './identity/store.ts';
 import { createOrchestrator, type Orchestrator, type OrchestratorOptions } from './orchestrator.ts';
@@ -132,7 +131,6 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     processes: orch.processes,
   };
   pool = new WarmPool(ctx);
-  installValidationMessages(app);
   installCors(app, config.consoleUrl);
   await installRateLimits(app, httpLimits(opts.limits));
   installAuth(app, auth);

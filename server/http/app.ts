@@ -15,6 +15,7 @@ import { installDrainOnRefusal } from './drain.ts';
 import { DEFAULT_LIMITS, type HttpLimits, mayPoison, nulPath, scanJson } from './limits.ts';
 import { lazyRequestLogger } from './request-logger.ts';
 import { declareResponses } from './responses.ts';
+import { installValidation } from './validation.ts';
 
 export type App = FastifyInstance<
   import('node:http').Server,
@@ -88,7 +89,6 @@ export async function createHttpApp(opts: HttpOptions): Promise<App> {
     // Handlers own the answer; a client that goes away must not leave work half-recorded.
     return503OnClosing: true,
     forceCloseConnections: 'idle',
-    ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: false } },
     // The router's own refusals (a malformed %-escape, an over-long path parameter) would
     // otherwise leave in Fastify's default shape; they are bad input like any other.
     frameworkErrors: (err: FastifyError, _req, reply: import('fastify').FastifyReply) => {
@@ -132,6 +132,7 @@ export async function createHttpApp(opts: HttpOptions): Promise<App> {
     done(req.url.includes('%00') ? new BadRequest('the URL contains a NUL character') : undefined);
   });
 
+  installValidation(app as unknown as App);
   installDrainOnRefusal(app as unknown as App, limits);
   installBodyTimeouts(app as unknown as App, limits);
   app.setErrorHandler((err: FastifyError, req, reply) => {
