@@ -4,7 +4,14 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { FrameError, frame } from './frames.ts';
-import { checkCapabilities, HelloPayloadSchema, MAX_CAPABILITIES_BYTES, parseHello } from './hello.ts';
+import {
+  checkCapabilities,
+  HelloPayloadSchema,
+  helloReply,
+  MAX_CAPABILITIES_BYTES,
+  parseHello,
+  parseHelloReply,
+} from './hello.ts';
 
 const refusal = (payload: unknown, type: 'hello' | 'heartbeat' = 'hello'): string => {
   try {
@@ -83,5 +90,24 @@ describe('hello payload', () => {
   test('the schema is the wire record: its fields are the ones the sidecar sends', () => {
     assert.deepEqual(Object.keys(HelloPayloadSchema.properties), ['host_id', 'token', 'capabilities']);
     assert.deepEqual(HelloPayloadSchema.required, ['token']);
+  });
+
+  test('the reply: the host id, and the secret only after a join; a malformed reply is no identity', () => {
+    assert.deepEqual(helloReply('host_1', 'hs_x').payload, { host_id: 'host_1', secret: 'hs_x' });
+    assert.deepEqual(helloReply('host_1').payload, { host_id: 'host_1' });
+    assert.deepEqual(parseHelloReply(helloReply('host_1', 'hs_x').payload), {
+      host_id: 'host_1',
+      secret: 'hs_x',
+    });
+    for (const bad of [
+      undefined,
+      null,
+      'x',
+      {},
+      { host_id: 5 },
+      { host_id: '' },
+      { host_id: 'h', secret: 1 },
+    ])
+      assert.deepEqual(parseHelloReply(bad), {}, JSON.stringify(bad));
   });
 });

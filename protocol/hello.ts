@@ -3,7 +3,7 @@
 // compiled once; the control plane checks every hello with it before it reads a field.
 import { type Static, type TSchema, type TString, Type } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
-import { type Frame, FrameError } from './frames.ts';
+import { type Frame, FrameError, frame } from './frames.ts';
 
 /**
  * Capabilities are stored and listed as sent: a small, shallow object of plain text (a huge or deep
@@ -59,7 +59,18 @@ type HelloWire = Static<typeof HelloPayloadSchema>;
 /** A checked hello, with absent (or null) host_id and capabilities filled in ('' and {}). */
 export type HelloPayload = { [K in keyof HelloWire]-?: NonNullable<HelloWire[K]> };
 
+/**
+ * The control plane's answer to a hello: the host's id, with its secret only when the hello joined
+ * with a token (the host keeps it for every later hello).
+ */
+export const HelloReplySchema = Type.Object({
+  host_id: Type.String({ minLength: 1, maxLength: 128 }),
+  secret: Type.Optional(Type.String({ minLength: 1, maxLength: 512 })),
+});
+export type HelloReply = Static<typeof HelloReplySchema>;
+
 const HELLO = TypeCompiler.Compile(HelloPayloadSchema);
+const REPLY = TypeCompiler.Compile(HelloReplySchema);
 const PAYLOAD = TypeCompiler.Compile(Type.Object({}));
 const CAPS_OBJECT = TypeCompiler.Compile(Type.Record(AnyText, Type.Unknown()));
 const CAPS_SHALLOW = TypeCompiler.Compile(capabilitiesOf(AnyText));
@@ -74,6 +85,17 @@ export function parseHello(frame: Frame): HelloPayload {
   const capabilities = p.capabilities ?? {};
   checkCapabilities(capabilities);
   return { host_id: p.host_id ?? '', token: p.token, capabilities };
+}
+
+/** The control plane's hello frame for a host: its secret only right after it joined. */
+export function helloReply(hostId: string, secret?: string): Frame {
+  const payload: HelloReply = secret === undefined ? { host_id: hostId } : { host_id: hostId, secret };
+  return frame('hello', { host_id: hostId, payload });
+}
+
+/** The hello reply's fields, or none when the payload is not a reply (the host then keeps its identity). */
+export function parseHelloReply(payload: unknown): Partial<HelloReply> {
+  return REPLY.Check(payload) ? payload : {};
 }
 
 /** The first problem of a hello payload, in the order a peer fixes them. */

@@ -13,6 +13,7 @@ import {
   parseFrame,
   STREAM_PATH,
 } from '../protocol/frames.ts';
+import { parseHelloReply } from '../protocol/hello.ts';
 import { backoff as expBackoff, sleep } from '../shared/concurrency.ts';
 import { guard } from '../shared/faults.ts';
 
@@ -121,7 +122,7 @@ export class Link {
             return;
           }
           if (f.type === 'hello') {
-            const p = (f.payload ?? {}) as { host_id?: string; secret?: string };
+            const p = parseHelloReply(f.payload);
             if (p.host_id && p.secret) this.#o.onIdentity(p.host_id, p.secret);
             this.state = 'connected';
             this.#attempt = 0;

@@ -9,14 +9,13 @@ import { WebSocket, WebSocketServer } from 'ws';
 import {
   type Frame,
   type FrameError,
-  frame,
   HEARTBEAT_GRACE_MS,
   MAX_FRAME_BYTES,
   POLICY_VIOLATION,
   parseFrame,
   STREAM_PATH,
 } from '../../protocol/frames.ts';
-import { type HelloPayload, parseHello } from '../../protocol/hello.ts';
+import { type HelloPayload, helloReply, parseHello } from '../../protocol/hello.ts';
 import { newSecret, PREFIX } from '../../protocol/ids.ts';
 import { decodeOutput, type OutputFrame, type OutputFrameError } from '../../protocol/processes.ts';
 import { Emitter } from '../../shared/emitter.ts';
@@ -295,7 +294,7 @@ export class Hub extends Emitter<HubEvents> implements HostConnectivity {
     });
     await updateHost(this.#db, host.ID, { lastSeenAt: now() });
     await this.#onJoined(hello.token, host.ID);
-    ws.send(JSON.stringify(frame('hello', { host_id: host.ID, payload: { host_id: host.ID, secret } })));
+    ws.send(JSON.stringify(helloReply(host.ID, secret)));
     return newConn(ws, host.ID, used.teamId, used.cloudId);
   }
 
@@ -307,7 +306,7 @@ export class Hub extends Emitter<HubEvents> implements HostConnectivity {
     }
     const caps = Object.keys(hello.capabilities).length ? hello.capabilities : undefined;
     await updateHost(this.#db, row.id, { status: 'connected', lastSeenAt: now(), capabilities: caps });
-    ws.send(JSON.stringify(frame('hello', { host_id: row.id, payload: { host_id: row.id } })));
+    ws.send(JSON.stringify(helloReply(row.id)));
     return newConn(ws, row.id, row.team_id, row.cloud_id);
   }
 
