@@ -112,4 +112,22 @@ describe('context archives', () => {
       (err: Error) => err instanceof TooLarge && /took longer than 0.001 s/.test(err.message),
     );
   });
+  it('adds each ancestor directory once, and refuses a path deeper than 256 directories', async () => {
+    const deep = (n: number, leaf: string) => `${Array.from({ length: n }, () => 'a').join('/')}/${leaf}`;
+    const ok = file('deep-ok.tar', await tarOf([{ name: deep(200, 'x') }, { name: deep(200, 'y') }]));
+    const entries = await indexArchive(ok);
+    // 200 directories, shared by both files.
+    assert.equal(entries.size, 202);
+    assert.equal(entries.get(deep(199, 'a'))?.kind, 'dir');
+    const tooDeep = file('deep-no.tar', await tarOf([{ name: deep(300, 'x') }]));
+    await assert.rejects(
+      indexArchive(tooDeep),
+      (err: Error) => err instanceof BadRequest && /more than 256 directories deep/.test(err.message),
+    );
+    // Ancestors count toward the entry bound.
+    await assert.rejects(
+      indexArchive(ok, { ...DEFAULT_UPLOAD_LIMITS, maxEntries: 100 }),
+      (err: Error) => err instanceof BadRequest && /more than 100 entries/.test(err.message),
+    );
+  });
 });

@@ -112,6 +112,9 @@ async function walk(path: string, visit: Visit, bounds: ReadBounds): Promise<voi
   }
 }
 
+/** How deep an archive path may go: far past real projects (node_modules nests a few dozen). */
+const MAX_DEPTH = 256;
+
 /** Every entry of the archive, validated. */
 export async function indexArchive(
   path: string,
@@ -124,11 +127,21 @@ export async function indexArchive(
       if (entries.size >= bounds.maxEntries)
         throw new BadRequest(`the archive has more than ${bounds.maxEntries} entries`);
       if (p.length > 4096) throw new BadRequest('an archive path is longer than 4096 characters');
-      const parts = p.split('/');
-      for (let i = 1; i < parts.length; i++) {
-        const dir = parts.slice(0, i).join('/');
-        if (!entries.has(dir)) entries.set(dir, { kind: 'dir', size: 0 });
+      // Each ancestor directory is an entry too. Deepest first, stopping at the first one already
+      // known (its own ancestors were added with it): a path of 2,000 one-letter components would
+      // otherwise build 2,000 keys of up to 4 KiB, for every such entry.
+      let depth = 0;
+      for (let i = p.lastIndexOf('/'); i > 0; i = p.lastIndexOf('/', i - 1)) {
+        if (++depth > MAX_DEPTH)
+          throw new BadRequest(
+            `archive path '${p.slice(0, 200)}…' is more than ${MAX_DEPTH} directories deep`,
+          );
+        const dir = p.slice(0, i);
+        if (entries.has(dir)) break;
+        entries.set(dir, { kind: 'dir', size: 0 });
       }
+      if (entries.size > bounds.maxEntries)
+        throw new BadRequest(`the archive has more than ${bounds.maxEntries} entries`);
       if (p === '') return;
       if (h.type === 'directory') entries.set(p, { kind: 'dir', size: 0 });
       else if (h.type === 'file' || h.type === 'contiguous-file')

@@ -103,6 +103,9 @@ function packEmpty(p: ReturnType<typeof pack>, header: Headers): Promise<void> {
 }
 
 /** The text of the regular file `name` in a pinned directory; '' when it is absent or not a file. */
+/** Docker's own .dockerignore files are a few hundred bytes; 1 MiB is far past any real one. */
+const MAX_DOCKERIGNORE_BYTES = 1024 * 1024;
+
 async function readPinned(dir: Pinned, name: string): Promise<string> {
   const file = await pinChild(dir, name);
   if (!file?.stat.isFile()) {
@@ -110,9 +113,18 @@ async function readPinned(dir: Pinned, name: string): Promise<string> {
     return '';
   }
   try {
+    // A running service can write its own context: the file is read only up to a bound.
+    if (file.stat.size > MAX_DOCKERIGNORE_BYTES)
+      throw new DockerError(
+        `${name} is ${file.stat.size} bytes, over the ${MAX_DOCKERIGNORE_BYTES} byte limit`,
+      );
     const fh = await openPinned(file);
     try {
-      return await fh.readFile('utf8');
+      const buf = Buffer.alloc(MAX_DOCKERIGNORE_BYTES + 1);
+      const { bytesRead } = await fh.read(buf, 0, buf.length, 0);
+      if (bytesRead > MAX_DOCKERIGNORE_BYTES)
+        throw new DockerError(`${name} grew past the ${MAX_DOCKERIGNORE_BYTES} byte limit while it was read`);
+      return buf.subarray(0, bytesRead).toString('utf8');
     } finally {
       await fh.close();
     }

@@ -16,6 +16,7 @@ import {
 import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { after, describe, it } from 'node:test';
 import tar from 'tar-stream';
@@ -62,6 +63,24 @@ describe('project context on the host', () => {
         rel,
       );
     await assert.rejects(contextTar(files, 'app/Dockerfile'), /is a regular file, not a directory/);
+  });
+
+  it('a .dockerignore over 1 MiB fails the build context instead of being read whole', async () => {
+    const files = join(root, 'big-ignore', 'files');
+    mkdirSync(join(files, 'app'), { recursive: true });
+    writeFileSync(join(files, 'app', 'Dockerfile'), 'FROM scratch\n');
+    writeFileSync(join(files, 'app', '.dockerignore'), 'x\n'.repeat(600 * 1024));
+    // As Docker's client does, the consumer hears the stream's error.
+    await assert.rejects(
+      pipeline(await contextTar(files, 'app'), new Writable({ write: (_c, _e, done) => done() })),
+      /\.dockerignore is 1228800 bytes, over the 1048576 byte limit/,
+    );
+    writeFileSync(join(files, 'app', '.dockerignore'), 'ignored\n');
+    writeFileSync(join(files, 'app', 'ignored'), 'no');
+    assert.deepEqual(await tarEntries(await contextTar(files, 'app')), [
+      '.dockerignore file ignored\n',
+      'Dockerfile file FROM scratch\n',
+    ]);
   });
 
   it('a build context file that grows while it is packed is packed at the size it was pinned with', async () => {
