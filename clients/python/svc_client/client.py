@@ -8,6 +8,7 @@ import os
 import time
 
 from .http import SvcError, Transport, quote
+from .live import LIVE_ROUTES, LiveMixin
 
 DEFAULT_SERVER = "http://localhost:8080"
 FINAL = ("succeeded", "failed", "rolled_back")
@@ -41,7 +42,7 @@ def _body(**fields):
     return {k: v for k, v in fields.items() if v is not None}
 
 
-class Client:
+class Client(LiveMixin):
     def __init__(self, server=None, api_key=None, team=None, timeout=300.0):
         saved = {} if (api_key or os.environ.get("SVC_API_KEY")) and server else _saved()
         server = server or os.environ.get("SVC_SERVER") or saved.get("server") or DEFAULT_SERVER
@@ -343,6 +344,8 @@ class Client:
 
         return Episode(self, from_version=from_version, image=image, service=service, **sandbox_fields)
 
+
+ROUTES.update(LIVE_ROUTES)
 
 for _method, _path in [("GET", "/svc-linux-amd64"), ("GET", "/svc-linux-arm64")]:
     ROUTES[(_method, _path)] = "download_svc"
