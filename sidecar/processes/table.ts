@@ -187,12 +187,16 @@ export class ProcessTable {
     return { pid: info.pid, started_at: info.started_at };
   }
 
-  /** The exec's host pid; the engine reports it a moment after the start (0: it never did, or it ended). */
+  /**
+   * The exec's host pid; the engine reports it a moment after the start (0: it never did, or it
+   * ended). A loaded engine can take seconds to, and without the pid the next svcd cannot kill what
+   * this one leaves running: asked for up to ~30 s while the process runs (nothing waits on it).
+   */
   async #hostPid(p: Proc): Promise<number> {
-    for (let i = 0; i < 50 && p.info.status === 'running'; i++) {
+    for (let i = 0; i < 150 && p.info.status === 'running'; i++) {
       const info = await p.exec.inspect();
       if (info.Pid) return info.Running ? info.Pid : 0;
-      await sleep(20);
+      await sleep(i < 50 ? 20 : 500);
     }
     return 0;
   }

@@ -4,7 +4,7 @@
 // clients get an end that says why; the restarted svcd kills what it left and no longer knows the pid).
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import { MAX_PROCESSES_PER_ENV, PROCESS_RING_BYTES } from '../../protocol/processes.ts';
 import { assertError } from '../support/api.ts';
@@ -123,6 +123,11 @@ describe('live processes at their bounds on real Docker', { skip: tier('docker')
     const ws = await followWs(r.t, env, pid);
     await sse.until(hasText('tick'));
     await ws.until(hasText('tick'));
+    // svcd records the process (its host pid, once Docker reports it) beside its output: the kill
+    // below is only a test of what a restart does with that record once it exists.
+    const record = `${r.dataDir}/processes/${pid}.json`;
+    for (let i = 0; i < 600 && !existsSync(record); i++) await new Promise((res) => setTimeout(res, 100));
+    assert.ok(existsSync(record), 'svcd never recorded the process');
     await r.killSidecar();
     for (const c of [sse, ws]) {
       await c.until(ended);

@@ -125,7 +125,12 @@ describe('live processes on real Docker', { skip: tier('docker') }, () => {
     w.send({ type: 'input', data: b64('stty size\n') });
     await w.until(hasText('24 80'));
     w.send({ type: 'resize', rows: 40, cols: 100 });
-    w.send({ type: 'input', data: b64('stty size\n') });
+    // A resize and the next keystrokes travel as separate commands, each beside the queue: ask
+    // again until the new size shows (bounded), rather than once and wait forever.
+    for (let i = 0; i < 50 && !hasText('40 100')(w.events); i++) {
+      w.send({ type: 'input', data: b64('stty size\n') });
+      await new Promise((res) => setTimeout(res, 200));
+    }
     await w.until(hasText('40 100'));
     w.send({ type: 'input', data: b64('exit 5\n') });
     await w.until(ended);
