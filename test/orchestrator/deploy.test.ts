@@ -65,7 +65,13 @@ forEachDialect('deploy kind', (dialect) => {
     ]);
     assert.deepEqual(evidenceKeys(phases, 'resolve'), ['number', 'services', 'version', 'volumes']);
     assert.deepEqual(phases[1].Evidence, { host: w.sc.hostId, reason: 'first connected host in team' });
-    assert.deepEqual(evidenceKeys(phases, 'prepare'), ['disk_mb', 'disk_quota', 'endpoints', 'runtime', 'version']);
+    assert.deepEqual(evidenceKeys(phases, 'prepare'), [
+      'disk_mb',
+      'disk_quota',
+      'endpoints',
+      'runtime',
+      'version',
+    ]);
     assert.equal(phases[4].Evidence.disk_mb, 10_240);
     assert.deepEqual(evidenceKeys(phases, 'start'), ['started_in_ms']);
     assert.deepEqual(evidenceKeys(phases, 'health'), ['endpoints']);
