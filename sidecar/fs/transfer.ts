@@ -23,6 +23,7 @@ import { DockerError, dockerMessage, statusCode } from '../docker/errors.ts';
 import type { CommandContext } from '../runner.ts';
 import { cleanPath, statEntry } from './entries.ts';
 import { existing } from './ops.ts';
+import { stallWatch } from './stall.ts';
 import { execHead, FsRefused, fsState, MAX_TRANSFERS, refusing, runTool, serviceOwner } from './tools.ts';
 
 /** A write's temporary file is `.<name>.svc-<12 hex>` beside its target (watches do not report it). */
@@ -111,14 +112,22 @@ export function fsRead(ctx: SidecarContext, cmd: CommandContext<'fs.read'>): Pro
 }
 
 async function send(upload: BlobRef, body: Readable, size: number): Promise<void> {
-  const r = await fetch(upload.url, {
-    method: 'PUT',
-    headers: { ...auth(upload), 'content-type': 'application/octet-stream', 'x-svc-size': String(size) },
-    body: body as unknown as AsyncIterable<Uint8Array>,
-    duplex: 'half',
-  } as RequestInit);
-  await r.body?.cancel();
-  if (!r.ok) throw new Error(`the control plane refused the file: HTTP ${r.status}`);
+  const watch = stallWatch('sending a file to the control plane');
+  body.once('error', (err) => watch.stream.destroy(err));
+  body.pipe(watch.stream);
+  try {
+    const r = await fetch(upload.url, {
+      method: 'PUT',
+      headers: { ...auth(upload), 'content-type': 'application/octet-stream', 'x-svc-size': String(size) },
+      body: watch.stream as unknown as AsyncIterable<Uint8Array>,
+      duplex: 'half',
+      signal: watch.signal,
+    } as RequestInit);
+    await r.body?.cancel();
+    if (!r.ok) throw new Error(`the control plane refused the file: HTTP ${r.status}`);
+  } finally {
+    watch.stream.destroy();
+  }
 }
 
 /** Passes exactly `size` bytes; more is an error (the control plane sends what it declared). */
@@ -154,8 +163,15 @@ export function fsWrite(ctx: SidecarContext, cmd: CommandContext<'fs.write'>): P
       throw new FsRefused('refused', `service '${service}': its user cannot write the directory ${dir}`);
     const tmpName = `.${posix.basename(path).slice(0, 200)}${TEMP_SUFFIX}${randomBytes(6).toString('hex')}`;
     const tmp = posix.join(dir, tmpName);
-    const r = await fetch(blob.url, { headers: auth(blob) });
-    if (!r.ok || !r.body) throw new Error(`fetching the file from the control plane: HTTP ${r.status}`);
+    const watch = stallWatch('fetching the file from the control plane');
+    const r = await fetch(blob.url, { headers: auth(blob), signal: watch.signal }).catch((err) => {
+      watch.stream.destroy();
+      throw err;
+    });
+    if (!r.ok || !r.body) {
+      watch.stream.destroy();
+      throw new Error(`fetching the file from the control plane: HTTP ${r.status}`);
+    }
     const tar = pack();
     const entry = tar.entry({
       name: tmpName,
@@ -166,7 +182,7 @@ export function fsWrite(ctx: SidecarContext, cmd: CommandContext<'fs.write'>): P
       gid: owner.gid,
     });
     const incoming = Readable.fromWeb(r.body as never);
-    const feed = pipeline(incoming, exactly(size), entry).then(() => tar.finalize());
+    const feed = pipeline(incoming, watch.stream, exactly(size), entry).then(() => tar.finalize());
     let placed = false;
     try {
       const put = c.putArchive(tar as unknown as NodeJS.ReadableStream, { path: dir }).then(() => {
@@ -183,6 +199,7 @@ export function fsWrite(ctx: SidecarContext, cmd: CommandContext<'fs.write'>): P
     } catch (err) {
       // Whatever part of the temporary file was extracted goes; the target was never touched.
       incoming.destroy();
+      watch.stream.destroy();
       tar.destroy();
       await execHead(c, service, ['rm', '-f', '--', tmp], 'rm', 4096).catch(() => {});
       if (err instanceof FsRefused) throw err;
