@@ -200,7 +200,11 @@ function fsMaxFileBytes(env: NodeJS.ProcessEnv): number {
   return Number(raw);
 }
 
-/** An operator's bearer token: long enough that guessing it under the failure rate limit is hopeless. */
+/**
+ * An operator's bearer token: 16 printable characters at least (over 100 bits when random), so
+ * guessing is hopeless at the anonymous per-address rate limit that GET /metrics answers under (a
+ * wrong token is a 403, which the failed-authentication limit does not count).
+ */
 function metricsToken(value: string): string {
   if (value === '') return '';
   if (!/^[\x21-\x7e]{16,512}$/.test(value))

@@ -1,7 +1,7 @@
 // fs.stat, fs.list, fs.mkdir, fs.move and fs.remove in a service's container. Stat and mkdir use
 // the Engine API's archive endpoints (nothing needed in the image; paths resolve inside the
 // container's root, links included); list, move and remove run find, mv and rm inside the
-// container as root. A missing path, a wrong type or a missing program is a typed refusal.
+// container as the container's own user (the file API acts with the service's permissions). A missing path, a wrong type or a missing program is a typed refusal.
 import { posix } from 'node:path';
 import type Docker from 'dockerode';
 import type { Results } from '../../protocol/commands.ts';

@@ -56,7 +56,7 @@ export interface HeadResult {
 const NOT_FOUND = /executable file not found|no such file or directory|not found/i;
 
 /**
- * Runs `argv` as root in the container, keeping the first `maxBytes` of stdout; past them the
+ * Runs `argv` in the container as its own user, keeping the first `maxBytes` of stdout; past them the
  * stream is closed. `need` names what the image must have when the program is missing (126/127).
  */
 export async function execHead(

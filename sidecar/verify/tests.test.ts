@@ -17,6 +17,7 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import type { VerifierSpec } from '../../protocol/spec.ts';
 import type { SidecarContext } from '../context.ts';
+import { LIMITS } from './limits.ts';
 import { graderExtras, layer, treeDigest } from './tests.ts';
 
 const root = mkdtempSync(join(tmpdir(), 'svc-layer-'));
@@ -50,6 +51,16 @@ describe('layered tests', () => {
       'b\n',
     ]);
     assert.equal(await treeDigest(out), await treeDigest(out), 'the digest is of the merged copy');
+  });
+
+  it('empty directories count against the file limit: a tree of them past it is refused', async () => {
+    const wide = join(root, 'wide');
+    mkdirSync(wide);
+    for (let i = 0; i <= LIMITS.files; i++) mkdirSync(join(wide, `d${i}`));
+    const out = join(root, 'out-wide');
+    mkdirSync(out);
+    await assert.rejects(layer(wide, out), /more than 20000 files and directories/);
+    rmSync(wide, { recursive: true, force: true });
   });
 
   it("a link of one layer cannot redirect the next layer's files out of the copy", async () => {
