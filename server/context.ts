@@ -13,12 +13,15 @@ import type { Blobs } from './hosts/blobs.ts';
 import type { CommandTargets } from './hosts/command-target.ts';
 import type { HostConnectivity } from './hosts/connectivity.ts';
 import type { Dispatcher } from './hosts/dispatcher.ts';
+import type { Lifecycle } from './http/readiness.ts';
 import type { Authenticator } from './identity/auth.ts';
 import type { WarmPool } from './pool/pool.ts';
 import type { ProcessStreams } from './processes/streams.ts';
 
 export interface AppContext {
   config: Config;
+  /** Where this process is in its lifecycle (starting → serving → stopping → stopped): /ready reads it. */
+  lifecycle: { state(): Lifecycle };
   db: Db;
   auth: Authenticator;
   hub: HostConnectivity;

@@ -1,5 +1,6 @@
 // svc-server: open and migrate the database, bootstrap the first team, serve HTTP and the host
 // stream, and shut down cleanly. The lifecycle is explicit: starting → serving → stopping → stopped.
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyBaseLogger } from 'fastify';
 import { Facts } from '../shared/facts.ts';
 import { type Fault, Faults, guard } from '../shared/faults.ts';
@@ -19,6 +20,7 @@ import { type App, createHttpApp } from './http/app.ts';
 import { installCors } from './http/cors.ts';
 import { type HttpLimits, httpLimits } from './http/limits.ts';
 import { installRateLimits } from './http/rate-limits.ts';
+import type { Lifecycle } from './http/readiness.ts';
 import { Authenticator, installAuth } from './identity/auth.ts';
 import { bootstrap } from './identity/store.ts';
 import { createOrchestrator, type Orchestrator, type OrchestratorOptions } from './orchestrator.ts';
@@ -44,7 +46,7 @@ export function serverUnsafe(fault: Fault): string | null {
   return null;
 }
 
-export type Lifecycle = 'starting' | 'serving' | 'stopping' | 'stopped';
+export type { Lifecycle } from './http/readiness.ts';
 
 export interface Server {
   app: App;
@@ -111,6 +113,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   let pool: WarmPool | undefined;
   const ctx: AppContext = {
     config,
+    lifecycle: { state: () => state },
     db,
     auth,
     hub: orch.hub,
@@ -153,6 +156,9 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   const close = () => {
     closing ??= (async () => {
       state = 'stopping';
+      // Draining: /ready answers 503 while every request is still served, so the load balancer
+      // takes this replica out of rotation before it stops listening.
+      if (config.drainMs > 0) await sleep(config.drainMs);
       // Stop accepting, wait up to 10 s for in-flight requests, then cut what is left.
       const timer = setTimeout(
         guard('shutdown: cut connections', () => app.server.closeAllConnections()),

@@ -5,6 +5,7 @@ import { cloudRoutes } from './clouds/routes.ts';
 import { codehostRoutes } from './codehost/routes.ts';
 import { consoleRoutes } from './console/routes.ts';
 import type { AppContext } from './context.ts';
+import { ping } from './db/ping.ts';
 import { deploymentReadRoutes } from './deployments/read-routes.ts';
 import { fsRoutes } from './envs/fs-routes.ts';
 import { envReadRoutes } from './envs/read-routes.ts';
@@ -13,6 +14,7 @@ import { eventRoutes } from './events/routes.ts';
 import { eventStreamRoutes } from './events/stream.ts';
 import { hostRoutes } from './hosts/routes.ts';
 import type { App } from './http/app.ts';
+import { readinessRoutes } from './http/readiness.ts';
 import { deviceRoutes } from './identity/device-routes.ts';
 import { identityRoutes } from './identity/routes.ts';
 import { metricsRoutes } from './metrics/routes.ts';
@@ -28,9 +30,7 @@ export type RouteModule = (app: App, ctx: AppContext) => void | Promise<void>;
 
 const modules: RouteModule[] = [
   metricsRoutes, // first: its onResponse hook observes every route
-  (app) => {
-    app.get('/health', { config: { auth: 'none' }, schema: { hide: true } }, async () => ({ status: 'ok' }));
-  },
+  (app, ctx) => readinessRoutes(app, { state: () => ctx.lifecycle.state(), ping: () => ping(ctx.db) }),
   releaseRoutes,
   identityRoutes,
   deviceRoutes,

@@ -37,6 +37,11 @@ export interface Config {
   uploadsGraceMs: number;
   /** SVC_UPLOADS_SWEEP_EVERY (seconds, default 3600, 0 = off): how often uploads are collected. */
   uploadsSweepMs: number;
+  /**
+   * SVC_DRAIN_SECONDS (default 0): after SIGTERM, how long /ready answers 503 while every request
+   * is still served, so a load balancer takes the replica out before it stops listening.
+   */
+  drainMs: number;
   /** What one upload may be and what a team may keep (SVC_UPLOADS_QUOTA, ..._QUOTA_COUNT, ..._CHECK_TIMEOUT). */
   uploads: UploadLimits;
   /** SVC_METRICS_TOKEN: the operator's bearer token for GET /metrics; '' = /metrics is off (404). */
@@ -299,6 +304,7 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
     uploadsDir: env.SVC_UPLOADS_DIR || defaultUploadsDir(db, env),
     uploadsGraceMs: seconds(env, 'SVC_UPLOADS_GRACE', 86_400) * 1000,
     uploadsSweepMs: seconds(env, 'SVC_UPLOADS_SWEEP_EVERY', 3600) * 1000,
+    drainMs: seconds(env, 'SVC_DRAIN_SECONDS', 0) * 1000,
     uploads: uploadLimits(env),
     metricsToken: metricsToken(env.SVC_METRICS_TOKEN ?? ''),
     fsMaxFileBytes: fsMaxFileBytes(env),

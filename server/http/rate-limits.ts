@@ -14,7 +14,7 @@ export const WEBHOOK_PATH = '/webhooks/codehost';
 
 const WINDOW_MS = 60_000;
 /** Health checks, sidecar downloads and the OpenAPI document stay reachable under any load. */
-const UNLIMITED = new Set(['/health', '/openapi.json', '/install.sh']);
+const UNLIMITED = new Set(['/health', '/ready', '/openapi.json', '/install.sh']);
 
 type Check = (
   req: FastifyRequest,
