@@ -1,6 +1,8 @@
 // The one outbound WebSocket to the control plane (spec "Session rules"). Hello with the join
 // token the first time, with host id and secret after; heartbeat every 10 s; reconnect with
-// backoff from 1 s to 30 s (with jitter) when the stream drops; a 1008 close is fatal.
+// backoff from 1 s to 30 s (with jitter) when the stream drops; a 1008 close is fatal. With several
+// control-plane URLs (replicas reached without a load balancer), each reconnect tries the next one,
+// so a replica that died is left for a live one at the first retry.
 import { WebSocket } from 'ws';
 import type { Capabilities } from '../protocol/commands.ts';
 import {
@@ -20,6 +22,7 @@ import { guard } from '../shared/faults.ts';
 export class Refused extends Error {}
 
 export interface LinkOptions {
+  /** A control-plane URL, or several separated by commas (tried in turn). */
   server: string;
   identity: () => { host_id: string; secret: string } | null;
   token: string;
@@ -40,6 +43,8 @@ export class Link {
   #o: LinkOptions;
   #ws: WebSocket | null = null;
   #attempt = 0;
+  /** Which of the control-plane URLs the next session tries. */
+  #next = 0;
   #stop = false;
   /** Aborted by stop(): ends a reconnect wait at once. */
   #stopped = new AbortController();
@@ -85,9 +90,16 @@ export class Link {
     this.state = 'stopped';
   }
 
+  /** The URL for the next session: the list's next one each time (one URL: always that one). */
+  #server(): string {
+    const urls = this.#o.server.split(',');
+    return urls[this.#next++ % urls.length];
+  }
+
   #session(): Promise<{ code: number; reason: string }> {
+    const server = this.#server();
     return new Promise((resolve) => {
-      const ws = new WebSocket(streamUrl(this.#o.server), {
+      const ws = new WebSocket(streamUrl(server), {
         maxPayload: MAX_FRAME_BYTES,
         perMessageDeflate: false,
         handshakeTimeout: 15_000,
@@ -126,7 +138,7 @@ export class Link {
             if (p.host_id && p.secret) this.#o.onIdentity(p.host_id, p.secret);
             this.state = 'connected';
             this.#attempt = 0;
-            this.#o.log(`connected to ${this.#o.server} as ${p.host_id ?? this.#o.identity()?.host_id}`);
+            this.#o.log(`connected to ${server} as ${p.host_id ?? this.#o.identity()?.host_id}`);
             beat = setInterval(
               guard('stream: heartbeat', () =>
                 this.send(frame('heartbeat', { host_id: this.#o.identity()?.host_id })),

@@ -22,8 +22,8 @@ export interface SidecarOptions {
 export class OptionsError extends Error {}
 
 export const USAGE = `usage:
-  svcd join --server URL --token T [--state FILE] [--data DIR] [--zfs-pool POOL] [--env-file FILE]
-  svcd run [--server URL] [--state FILE] [--data DIR] [--zfs-pool POOL] [--env-file FILE]
+  svcd join --server URL[,URL...] --token T [--state FILE] [--data DIR] [--zfs-pool POOL] [--env-file FILE]
+  svcd run [--server URL[,URL...]] [--state FILE] [--data DIR] [--zfs-pool POOL] [--env-file FILE]
   svcd install --server URL --token T [--data DIR] [--zfs-pool POOL] [--env-file FILE]
   svcd version`;
 
@@ -45,16 +45,26 @@ export function parseEnvFile(text: string, file: string): Record<string, string>
   return out;
 }
 
-function checkServer(url: string): string {
-  let u: URL;
-  try {
-    u = new URL(url);
-  } catch {
-    throw new OptionsError(`--server: '${url}' is not a URL`);
-  }
-  if (u.protocol !== 'http:' && u.protocol !== 'https:')
-    throw new OptionsError('--server must be http:// or https://');
-  return url.replace(/\/+$/, '');
+/** How many control-plane URLs one --server may list (replicas, each tried in turn). */
+export const MAX_SERVERS = 16;
+
+/** One URL, or several separated by commas (replicas without a load balancer): each checked. */
+function checkServer(list: string): string {
+  const urls = list.split(',').map((u) => u.trim());
+  if (urls.length > MAX_SERVERS) throw new OptionsError(`--server: at most ${MAX_SERVERS} URLs`);
+  return urls
+    .map((url) => {
+      let u: URL;
+      try {
+        u = new URL(url);
+      } catch {
+        throw new OptionsError(`--server: '${url.slice(0, 200)}' is not a URL`);
+      }
+      if (u.protocol !== 'http:' && u.protocol !== 'https:')
+        throw new OptionsError('--server must be http:// or https://');
+      return url.replace(/\/+$/, '');
+    })
+    .join(',');
 }
 
 export function parseOptions(argv: string[], env: NodeJS.ProcessEnv = process.env): SidecarOptions {
