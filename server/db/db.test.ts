@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { dbTarget, forEachDialect } from '../../test/support/server.ts';
+import { tier } from '../../test/support/tiers.ts';
 import { migrate } from './migrate.ts';
 import { openDb } from './open.ts';
 import { toPgPlaceholders } from './postgres.ts';
@@ -128,4 +129,27 @@ forEachDialect('query layer', (dialect) => {
     const r = await db.get<{ name: string }>("SELECT name FROM teams WHERE id = 'c'");
     assert.equal(r?.name, '10');
   });
+});
+
+test('replicas starting together on one fresh Postgres database each migrate it; every step is applied once', {
+  skip: tier('postgres'),
+}, async () => {
+  const { target } = await dbTarget('postgres');
+  const opened = await Promise.all([openDb(target), openDb(target), openDb(target)]);
+  try {
+    const applied = opened.map((o) => o.steps.filter((s) => s.status === 'applied').length);
+    assert.deepEqual(
+      opened.map((o) => o.steps.filter((s) => s.status === 'failed')),
+      [[], [], []],
+    );
+    assert.equal(
+      applied.reduce((a, b) => a + b, 0),
+      MIGRATIONS.length,
+      `each step applied by one replica: ${applied}`,
+    );
+    const rows = await opened[0].db.all('SELECT version FROM schema_migrations');
+    assert.equal(rows.length, MIGRATIONS.length);
+  } finally {
+    await Promise.all(opened.map((o) => o.db.close()));
+  }
 });

@@ -27,9 +27,15 @@ export async function migrate(
   migrations: readonly Migration[],
   ctx: MigrationContext = {},
 ): Promise<StepResult[]> {
-  await db.run(
-    'CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)',
-  );
+  // Replicas starting together on one database: each step (and this first table) is applied by
+  // whichever takes the lock first; the others find it applied once they hold it.
+  const lock = db.dialect.migrationLockSql;
+  await db.transaction(async (tx) => {
+    if (lock) await tx.run(lock);
+    await tx.run(
+      'CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)',
+    );
+  });
   const done = new Set(
     (await db.all<{ version: number }>('SELECT version FROM schema_migrations')).map((r) =>
       Number(r.version),
@@ -47,7 +53,12 @@ export async function migrate(
       continue;
     }
     try {
-      await db.transaction(async (tx) => {
+      const applied = await db.transaction(async (tx) => {
+        if (lock) {
+          await tx.run(lock);
+          if (await tx.get('SELECT version FROM schema_migrations WHERE version = ?', [m.version]))
+            return false;
+        }
         for (const stmt of m.up(db.dialect)) await tx.run(stmt);
         if (m.data) await m.data(tx, ctx);
         await tx.run('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)', [
@@ -55,8 +66,9 @@ export async function migrate(
           m.name,
           new Date().toISOString(),
         ]);
+        return true;
       });
-      results.push({ version: m.version, name: m.name, status: 'applied' });
+      results.push({ version: m.version, name: m.name, status: applied ? 'applied' : 'already applied' });
     } catch (err) {
       failed = true;
       results.push({ version: m.version, name: m.name, status: 'failed', error: (err as Error).message });

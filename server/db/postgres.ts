@@ -5,6 +5,8 @@ import { type Db, type Dialect, type Param, type Queryable, runCommitted } from 
 const DIALECT: Dialect = {
   name: 'postgres',
   capabilities: { blocksEventLoop: false, soleWriter: false, cheapSharedCommits: false },
+  // An arbitrary key, the same in every replica.
+  migrationLockSql: 'SELECT pg_advisory_xact_lock(7566701)',
 };
 
 /** `?` → `$1..$n`, leaving quoted strings alone. */

@@ -33,6 +33,12 @@ export interface Capabilities {
 export interface Dialect {
   name: 'sqlite' | 'postgres';
   capabilities: Capabilities;
+  /**
+   * A statement that, inside a transaction, waits for and holds until its end the one lock that
+   * serialises schema migrations across processes (replicas starting together on one server);
+   * null where only one process can open the database anyway.
+   */
+  migrationLockSql: string | null;
 }
 
 export interface Queryable {
