@@ -29,7 +29,7 @@ export async function migrate(
 ): Promise<StepResult[]> {
   // Replicas starting together on one database: each step (and this first table) is applied by
   // whichever takes the lock first; the others find it applied once they hold it.
-  const lock = db.dialect.migrationLockSql;
+  const lock = db.dialect.setupLockSql;
   await db.transaction(async (tx) => {
     if (lock) await tx.run(lock);
     await tx.run(

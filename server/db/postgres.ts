@@ -6,7 +6,7 @@ const DIALECT: Dialect = {
   name: 'postgres',
   capabilities: { blocksEventLoop: false, soleWriter: false, cheapSharedCommits: false },
   // An arbitrary key, the same in every replica.
-  migrationLockSql: 'SELECT pg_advisory_xact_lock(7566701)',
+  setupLockSql: 'SELECT pg_advisory_xact_lock(7566701)',
 };
 
 /** `?` → `$1..$n`, leaving quoted strings alone. */

@@ -8,7 +8,7 @@ import { type Db, type Dialect, type Param, type Queryable, runCommitted } from 
 const DIALECT: Dialect = {
   name: 'sqlite',
   capabilities: { blocksEventLoop: true, soleWriter: true, cheapSharedCommits: true },
-  migrationLockSql: null,
+  setupLockSql: null,
 };
 
 /**

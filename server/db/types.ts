@@ -35,10 +35,10 @@ export interface Dialect {
   capabilities: Capabilities;
   /**
    * A statement that, inside a transaction, waits for and holds until its end the one lock that
-   * serialises schema migrations across processes (replicas starting together on one server);
-   * null where only one process can open the database anyway.
+   * serialises setting a database up (schema migrations, the first team) across processes:
+   * replicas starting together on one server. Null where one process opens the database anyway.
    */
-  migrationLockSql: string | null;
+  setupLockSql: string | null;
 }
 
 export interface Queryable {

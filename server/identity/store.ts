@@ -164,6 +164,8 @@ export async function bootstrap(
   configuredKey: string,
 ): Promise<{ team: Team; apiKey: string; generated: boolean } | null> {
   return db.transaction(async (tx) => {
+    // Replicas starting together: one creates the first team, the others then find it.
+    if (db.dialect.setupLockSql) await tx.run(db.dialect.setupLockSql);
     if ((await countTeams(tx)) > 0) return null;
     const team = await createTeam(tx, teamName);
     const { apiKey } = await createKey(tx, team.ID, 'bootstrap', 'bootstrap', configuredKey || undefined);
