@@ -69,7 +69,8 @@ export function createOrchestrator(
   const processes = new ProcessStreams(dispatcher, log);
   hub.on('output', (o) => processes.output(o));
   hub.on('gone', (g) => processes.gone(g));
-  const blobs = new Blobs(() => config.publicUrl);
+  // Blob bytes live in this process: their URLs lead to this replica, not the load balancer.
+  const blobs = new Blobs(() => config.replicaUrl || config.publicUrl);
   const targets = new CommandTargets(db, hub);
   const deps: OrchestratorDeps = {
     db,

@@ -280,3 +280,17 @@ describe('the program', () => {
     for (const line of r.out.split('\n')) assert.ok(!line.includes('Sup3r-Secret'), line);
   });
 });
+
+test('a replica: its own URL for transfers and its drain after SIGTERM', () => {
+  const c = parseConfig(['-db', 'x.db'], {
+    SVC_REPLICA_URL: 'http://10.0.0.5:8080/',
+    SVC_DRAIN_SECONDS: '3',
+  });
+  assert.equal(c.replicaUrl, 'http://10.0.0.5:8080');
+  assert.equal(c.drainMs, 3000);
+  const one = parseConfig(['-db', 'x.db'], {});
+  assert.equal(one.replicaUrl, '');
+  assert.equal(one.drainMs, 0);
+  assert.throws(() => parseConfig(['-db', 'x.db'], { SVC_REPLICA_URL: 'ftp://x' }), /SVC_REPLICA_URL/);
+  assert.throws(() => parseConfig(['-db', 'x.db'], { SVC_DRAIN_SECONDS: '-1' }), /SVC_DRAIN_SECONDS/);
+});

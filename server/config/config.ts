@@ -38,6 +38,12 @@ export interface Config {
   /** SVC_UPLOADS_SWEEP_EVERY (seconds, default 3600, 0 = off): how often uploads are collected. */
   uploadsSweepMs: number;
   /**
+   * SVC_REPLICA_URL: where hosts reach this replica itself, not the load balancer ('' = the public
+   * URL, right for one replica). One-time transfer URLs (blobs) point here: their bytes are held by
+   * the replica that handed them out.
+   */
+  replicaUrl: string;
+  /**
    * SVC_DRAIN_SECONDS (default 0): after SIGTERM, how long /ready answers 503 while every request
    * is still served, so a load balancer takes the replica out before it stops listening.
    */
@@ -305,6 +311,7 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
     uploadsGraceMs: seconds(env, 'SVC_UPLOADS_GRACE', 86_400) * 1000,
     uploadsSweepMs: seconds(env, 'SVC_UPLOADS_SWEEP_EVERY', 3600) * 1000,
     drainMs: seconds(env, 'SVC_DRAIN_SECONDS', 0) * 1000,
+    replicaUrl: env.SVC_REPLICA_URL ? httpUrl('SVC_REPLICA_URL', env.SVC_REPLICA_URL) : '',
     uploads: uploadLimits(env),
     metricsToken: metricsToken(env.SVC_METRICS_TOKEN ?? ''),
     fsMaxFileBytes: fsMaxFileBytes(env),

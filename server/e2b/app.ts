@@ -4,9 +4,11 @@
 import type { FastifyBaseLogger, FastifyRequest } from 'fastify';
 import { guard } from '../../shared/faults.ts';
 import type { AppContext } from '../context.ts';
+import { ping } from '../db/ping.ts';
 import { Unauthorized } from '../errors.ts';
 import { type App, createHttpApp } from '../http/app.ts';
 import { type HttpLimits, httpLimits } from '../http/limits.ts';
+import { readyRoute } from '../http/readiness.ts';
 import { envdRoutes } from './envd.ts';
 import { e2bApiRoutes } from './routes.ts';
 import { E2bSandboxes } from './sandboxes.ts';
@@ -58,6 +60,8 @@ export async function createE2bApp(ctx: AppContext, opts: E2bOptions): Promise<E
       done();
     }, done);
   });
+  // For a load balancer in front of several replicas' E2B listeners (release/ha/haproxy.cfg).
+  readyRoute(app, { state: () => ctx.lifecycle.state(), ping: () => ping(ctx.db) });
   e2bApiRoutes(app, sandboxes);
   envdRoutes(app, ctx, sandboxes);
   let sweeping: Promise<number> | null = null;

@@ -18,6 +18,11 @@ export interface Readiness {
 
 export function readinessRoutes(app: App, r: Readiness): void {
   app.get('/health', { config: { auth: 'none' }, schema: { hide: true } }, async () => ({ status: 'ok' }));
+  readyRoute(app, r);
+}
+
+/** GET /ready alone: the E2B listener has envd's own /health. */
+export function readyRoute(app: App, r: Readiness): void {
   app.get('/ready', { config: { auth: 'none' }, schema: { hide: true } }, async (_req, reply) => {
     const state = r.state();
     if (state !== 'serving')
