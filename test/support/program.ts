@@ -18,9 +18,11 @@ export interface ChildOptions {
   nodeArgs?: string[];
   /** Opens an IPC channel to the child (`proc.send`). */
   ipc?: boolean;
+  /** The port to listen on (default: a free one). */
+  port?: number;
 }
 
-async function freePort(): Promise<number> {
+export async function freePort(): Promise<number> {
   return new Promise((resolve) => {
     const srv = createServer().listen(0, '127.0.0.1', () => {
       const { port } = srv.address() as { port: number };
@@ -35,7 +37,7 @@ export async function startChild(
   env: Record<string, string> = {},
   opts: ChildOptions = {},
 ): Promise<Child> {
-  const port = await freePort();
+  const port = opts.port ?? (await freePort());
   const clean = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('SVC_')));
   const proc = spawn(
     process.execPath,

@@ -2,7 +2,10 @@
 // the reason; with SVC_REQUIRE_TIERS (CI sets it) a missing tier fails instead of skipping.
 import { existsSync } from 'node:fs';
 
-export type Tier = 'postgres' | 'docker' | 'browser';
+export type Tier = 'postgres' | 'docker' | 'browser' | 'haproxy';
+
+/** The load balancer the replica tests put in front (Debian's haproxy package). */
+export const HAPROXY = process.env.SVC_TEST_HAPROXY ?? '/usr/sbin/haproxy';
 
 /** The browser the CORS suite drives through playwright-core (Debian's chromium package). */
 export const CHROMIUM = process.env.SVC_TEST_CHROMIUM ?? '/usr/bin/chromium';
@@ -14,6 +17,11 @@ function reasonFor(tier: Tier): string | null {
     return process.env.SVC_TEST_PG
       ? null
       : 'SVC_TEST_PG is unset (no Postgres server binaries found by npm test)';
+  }
+  if (tier === 'haproxy') {
+    return existsSync(HAPROXY)
+      ? null
+      : `no HAProxy at ${HAPROXY} (apt-get install haproxy, or set SVC_TEST_HAPROXY)`;
   }
   if (tier === 'browser') {
     return existsSync(CHROMIUM)
