@@ -3,154 +3,31 @@
 // against every JSON answer in tests, and read by the CLI. Field names of stored objects are the
 // spec's capitalised ones; objects allow further fields so a new field never breaks an old client.
 import { type Static, type TSchema, Type } from '@sinclair/typebox';
+import { Json, Str } from './api/kit.ts';
+import {
+  ApiKey,
+  Cloud,
+  Deployment,
+  Environment,
+  Event,
+  Host,
+  Installation,
+  Lineage,
+  Phase,
+  PoolStatus,
+  Project,
+  ProjectSource,
+  Target,
+  Team,
+  TeamWithRole,
+  Template,
+  User,
+  Version,
+} from './api/records.ts';
 import { FS_LIMITS, FsEntrySchema, FsEventSchema } from './fs.ts';
 import { MAX_STDIN_CHUNK, MAX_TTY, ProcessInfoSchema, SIGNALS } from './processes.ts';
 
-const Str = Type.String();
-const Time = Type.String({ description: 'ISO 8601' });
-const NullableTime = Type.Union([Time, Type.Null()]);
-const Json = Type.Record(Type.String(), Type.Unknown());
-
-export const ErrorBody = Type.Object({ error: Type.String() }, { $id: 'Error' });
-
-export const Team = Type.Object({ ID: Str, Name: Str, CreatedAt: Time });
-export const TeamWithRole = Type.Object({ ID: Str, Name: Str, CreatedAt: Time, Role: Str });
-export const User = Type.Object({ ID: Str, Email: Str, Login: Str, Name: Str, CreatedAt: Time });
-export const ApiKey = Type.Object({
-  ID: Str,
-  TeamID: Str,
-  Name: Str,
-  CreatedBy: Str,
-  CreatedAt: Time,
-  LastUsedAt: NullableTime,
-  RevokedAt: NullableTime,
-});
-export const Project = Type.Object({
-  ID: Str,
-  TeamID: Str,
-  Name: Str,
-  Kind: Str,
-  Source: Str,
-  CreatedAt: Time,
-});
-export const ProjectSource = Type.Object({
-  ProjectID: Str,
-  Repo: Str,
-  DefaultBranch: Str,
-  ComposePath: Str,
-  InstallationID: Type.Number(),
-  DeployBranches: Type.Union([Type.Boolean(), Type.Null()]),
-  LastDeployedSHA: Str,
-});
-export const Environment = Type.Object({
-  ID: Str,
-  ProjectID: Str,
-  Name: Str,
-  Stage: Str,
-  HostID: Str,
-  ParentVersionID: Str,
-  CurrentVersionID: Str,
-  Status: Str,
-  CreatedAt: Time,
-  Endpoints: Type.Record(Type.String(), Type.String()),
-});
-export const Version = Type.Object({
-  ID: Str,
-  ProjectID: Str,
-  EnvID: Str,
-  Number: Type.Number(),
-  Spec: Json,
-  Snapshot: Str,
-  Healthy: Type.Boolean(),
-  CreatedAt: Time,
-});
-/** One step up a fork's lineage: the environment it was forked from, and the version it forked. */
-export const LineageStep = Type.Object({ environment: Environment, version: Version });
-/** A fork's ancestors, nearest first, at most LINEAGE_MAX_DEPTH; empty for an environment that is no fork. */
-export const Lineage = Type.Object({ ancestors: Type.Array(LineageStep) });
-/** How many ancestors GET /v1/envs/{env}/lineage answers with at most. */
-export const LINEAGE_MAX_DEPTH = 8;
-export const Deployment = Type.Object({
-  ID: Str,
-  ProjectID: Str,
-  EnvID: Str,
-  Kind: Str,
-  Status: Str,
-  VersionID: Str,
-  TargetEnvID: Str,
-  Params: Json,
-  Error: Str,
-  CreatedAt: Time,
-  FinishedAt: NullableTime,
-});
-export const Phase = Type.Object({
-  DeploymentID: Str,
-  Seq: Type.Number(),
-  Name: Str,
-  Status: Str,
-  Evidence: Type.Union([Json, Type.Null()]),
-  Error: Str,
-  StartedAt: NullableTime,
-  FinishedAt: NullableTime,
-});
-export const Cloud = Type.Object({
-  ID: Str,
-  TeamID: Str,
-  Provider: Str,
-  Name: Str,
-  Config: Json,
-  CreatedAt: Time,
-});
-export const Host = Type.Object({
-  ID: Str,
-  TeamID: Str,
-  CloudID: Str,
-  Name: Str,
-  Status: Str,
-  ProviderRef: Str,
-  LastSeenAt: NullableTime,
-  CreatedAt: Time,
-  Capabilities: Json,
-  connected: Type.Boolean(),
-});
-export const Target = Type.Intersect([
-  Host,
-  Type.Object({
-    kind: Str,
-    provider: Type.Optional(Str),
-    capabilities: Json,
-    table: Type.Optional(Json),
-  }),
-]);
-export const Event = Type.Object({
-  ID: Str,
-  TeamID: Str,
-  Subject: Str,
-  Kind: Str,
-  Body: Type.Unknown(),
-  At: Time,
-});
-export const Template = Type.Object({
-  name: Str,
-  kind: Str,
-  description: Str,
-  requires: Type.Optional(Type.Unknown()),
-  compose: Str,
-  warm: Type.Optional(Type.Array(Str)),
-});
-export const Installation = Type.Object({
-  InstallationID: Type.Number(),
-  TeamID: Str,
-  AccountLogin: Str,
-  CreatedAt: Time,
-});
-
-export const PoolStatus = Type.Object({
-  version: Str,
-  size: Type.Number(),
-  ready: Type.Number(),
-  starting: Type.Number(),
-});
+export * from './api/records.ts';
 
 /** A started deployment: `{deployment, phases}` (202). */
 export const Started = Type.Object({ deployment: Deployment, phases: Type.Array(Phase) });

@@ -1,20 +1,13 @@
 // Deployments and their phases. Each status change is one UPDATE and every start/finish also
 // appends an event, so the history of a deployment can be read back in order.
+
+import type { DeploymentKind, DeploymentStatus, PhaseStatus } from '../../protocol/api/records.ts';
 import { newId, PREFIX } from '../../protocol/ids.ts';
 import { json, now, parseJson, type Queryable, updateColumns } from '../db/types.ts';
 
-export const DEPLOYMENT_KINDS = [
-  'deploy',
-  'fork',
-  'snapshot',
-  'rollback',
-  'verify',
-  'destroy',
-  'promote',
-] as const;
-export type DeploymentKind = (typeof DEPLOYMENT_KINDS)[number];
-export type DeploymentStatus = 'pending' | 'running' | 'succeeded' | 'failed' | 'rolled_back';
-export type PhaseStatus = 'pending' | 'running' | 'ok' | 'failed' | 'skipped';
+// The statuses and kinds are the API's (protocol/api/records.ts): one definition.
+export { DEPLOYMENT_KINDS } from '../../protocol/api/records.ts';
+export type { DeploymentKind, DeploymentStatus, PhaseStatus };
 
 export interface Deployment {
   ID: string;

@@ -1,14 +1,13 @@
 // Environments and their versions: rows ↔ the spec's records. Every read is scoped to a team so
 // another team's objects are simply "not found".
+
+import type { EnvStatus } from '../../protocol/api/records.ts';
 import { newId, PREFIX } from '../../protocol/ids.ts';
 import type { EnvSpec } from '../../protocol/spec.ts';
 import { bool, type Db, isTrue, json, now, parseJson, type Queryable, updateColumns } from '../db/types.ts';
 
-/**
- * Environment `Status`. The spec names `failed` and `destroyed`; the rest is ours:
- * `empty` (created, never deployed), `deploying`, `running`, `destroying`.
- */
-export type EnvStatus = 'empty' | 'deploying' | 'running' | 'failed' | 'destroying' | 'destroyed';
+/** Environment `Status`: the API's union (protocol/api/records.ts). */
+export type { EnvStatus };
 export type Stage = 'alpha' | 'fork' | 'verify' | string;
 
 export interface Environment {

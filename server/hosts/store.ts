@@ -1,11 +1,13 @@
 // Hosts: sidecar machines (joined with a token, reached over their stream) and driver hosts
 // (one per hosted-provider cloud, run in-process). `connected` is not stored: it is the hub's
 // live view for sidecars and always true for drivers.
+
+import type { HostStatus } from '../../protocol/api/records.ts';
 import { newId, PREFIX } from '../../protocol/ids.ts';
 import { type Db, json, now, parseJson, type Queryable, updateColumns } from '../db/types.ts';
 
-/** `connected` for driver hosts; `unreachable` once a sidecar's stream drops. Ours: `new` before the first hello completes. */
-export type HostStatus = 'connected' | 'unreachable' | 'new';
+/** Host `Status`: the API's union (protocol/api/records.ts). */
+export type { HostStatus };
 
 export interface Host {
   ID: string;

@@ -2,7 +2,7 @@
 // Either a fork of a healthy version (whole stack, data included) or one container from an image;
 // with `count`, that many forks of one version, each healthy or with its own error.
 
-import type { Runtime } from '../../protocol/spec.ts';
+import type { SandboxRequest } from '../../protocol/api/bodies.ts';
 import { findCloudByRef } from '../clouds/store.ts';
 import { ComposeError, imageSandboxSpec } from '../compose/index.ts';
 import type { AppContext } from '../context.ts';
@@ -19,21 +19,8 @@ import { findProject, insertProject, type Project } from '../projects/store.ts';
 export const DEFAULT_SANDBOX_PROJECT = 'sandboxes';
 export const DEFAULT_SANDBOX_TIMEOUT_SEC = 600;
 
-export interface SandboxRequest {
-  from_version?: string;
-  image?: string;
-  cmd?: string[];
-  env?: Record<string, string>;
-  ports?: string[];
-  volumes?: string[];
-  egress?: 'deny' | 'allow';
-  runtime?: Runtime;
-  project?: string;
-  name?: string;
-  /** How many forks of from_version (createSandboxes); a single sandbox has none. */
-  count?: number;
-  timeout_sec?: number;
-}
+/** What POST /v1/sandboxes (and the E2B surface) asks for: the API's one definition. */
+export type { SandboxRequest };
 
 /** The sandbox project, created on demand with its alpha environment like any project. */
 async function sandboxProject(q: Queryable, teamId: string, name: string): Promise<Project> {

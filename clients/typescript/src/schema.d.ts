@@ -405,12 +405,14 @@ export interface paths {
                 Error: string;
                 FinishedAt: string | null;
                 ID: string;
-                Kind: string;
+                /** @enum {string} */
+                Kind: "deploy" | "fork" | "snapshot" | "rollback" | "verify" | "destroy" | "promote";
                 Params: {
                   [key: string]: unknown;
                 };
                 ProjectID: string;
-                Status: string;
+                /** @enum {string} */
+                Status: "pending" | "running" | "succeeded" | "failed" | "rolled_back";
                 TargetEnvID: string;
                 VersionID: string;
               };
@@ -424,7 +426,8 @@ export interface paths {
                   Name: string;
                   Seq: number;
                   StartedAt: string | null;
-                  Status: string;
+                  /** @enum {string} */
+                  Status: "pending" | "running" | "ok" | "failed" | "skipped";
                 })[];
             };
           };
@@ -606,7 +609,8 @@ export interface paths {
                 ParentVersionID: string;
                 ProjectID: string;
                 Stage: string;
-                Status: string;
+                /** @enum {string} */
+                Status: "empty" | "deploying" | "running" | "failed" | "destroying" | "destroyed";
               };
             };
           };
@@ -648,12 +652,14 @@ export interface paths {
                 Error: string;
                 FinishedAt: string | null;
                 ID: string;
-                Kind: string;
+                /** @enum {string} */
+                Kind: "deploy" | "fork" | "snapshot" | "rollback" | "verify" | "destroy" | "promote";
                 Params: {
                   [key: string]: unknown;
                 };
                 ProjectID: string;
-                Status: string;
+                /** @enum {string} */
+                Status: "pending" | "running" | "succeeded" | "failed" | "rolled_back";
                 TargetEnvID: string;
                 VersionID: string;
               };
@@ -700,12 +706,14 @@ export interface paths {
                   Error: string;
                   FinishedAt: string | null;
                   ID: string;
-                  Kind: string;
+                  /** @enum {string} */
+                  Kind: "deploy" | "fork" | "snapshot" | "rollback" | "verify" | "destroy" | "promote";
                   Params: {
                     [key: string]: unknown;
                   };
                   ProjectID: string;
-                  Status: string;
+                  /** @enum {string} */
+                  Status: "pending" | "running" | "succeeded" | "failed" | "rolled_back";
                   TargetEnvID: string;
                   VersionID: string;
                 })[];
@@ -869,12 +877,14 @@ export interface paths {
                 Error: string;
                 FinishedAt: string | null;
                 ID: string;
-                Kind: string;
+                /** @enum {string} */
+                Kind: "deploy" | "fork" | "snapshot" | "rollback" | "verify" | "destroy" | "promote";
                 Params: {
                   [key: string]: unknown;
                 };
                 ProjectID: string;
-                Status: string;
+                /** @enum {string} */
+                Status: "pending" | "running" | "succeeded" | "failed" | "rolled_back";
                 TargetEnvID: string;
                 VersionID: string;
               };
@@ -888,7 +898,8 @@ export interface paths {
                   Name: string;
                   Seq: number;
                   StartedAt: string | null;
-                  Status: string;
+                  /** @enum {string} */
+                  Status: "pending" | "running" | "ok" | "failed" | "skipped";
                 })[];
             }) | ({
               /** @description The id every fork of this fan-out carries (clone evidence `fanout.id`) */
@@ -901,12 +912,14 @@ export interface paths {
                     Error: string;
                     FinishedAt: string | null;
                     ID: string;
-                    Kind: string;
+                    /** @enum {string} */
+                    Kind: "deploy" | "fork" | "snapshot" | "rollback" | "verify" | "destroy" | "promote";
                     Params: {
                       [key: string]: unknown;
                     };
                     ProjectID: string;
-                    Status: string;
+                    /** @enum {string} */
+                    Status: "pending" | "running" | "succeeded" | "failed" | "rolled_back";
                     TargetEnvID: string;
                     VersionID: string;
                   };
@@ -923,7 +936,8 @@ export interface paths {
                     ParentVersionID: string;
                     ProjectID: string;
                     Stage: string;
-                    Status: string;
+                    /** @enum {string} */
+                    Status: "empty" | "deploying" | "running" | "failed" | "destroying" | "destroyed";
                   };
                   phases: ({
                       DeploymentID: string;
@@ -935,7 +949,8 @@ export interface paths {
                       Name: string;
                       Seq: number;
                       StartedAt: string | null;
-                      Status: string;
+                      /** @enum {string} */
+                      Status: "pending" | "running" | "ok" | "failed" | "skipped";
                     })[];
                 }) | ({
                   deployment?: {
@@ -945,12 +960,14 @@ export interface paths {
                     Error: string;
                     FinishedAt: string | null;
                     ID: string;
-                    Kind: string;
+                    /** @enum {string} */
+                    Kind: "deploy" | "fork" | "snapshot" | "rollback" | "verify" | "destroy" | "promote";
                     Params: {
                       [key: string]: unknown;
                     };
                     ProjectID: string;
-                    Status: string;
+                    /** @enum {string} */
+                    Status: "pending" | "running" | "succeeded" | "failed" | "rolled_back";
                     TargetEnvID: string;
                     VersionID: string;
                   };
@@ -967,7 +984,8 @@ export interface paths {
                     ParentVersionID: string;
                     ProjectID: string;
                     Stage: string;
-                    Status: string;
+                    /** @enum {string} */
+                    Status: "empty" | "deploying" | "running" | "failed" | "destroying" | "destroyed";
                   };
                   error: string;
                   name: string;
@@ -1308,7 +1326,7 @@ export interface paths {
         200: {
           content: {
             "application/json": {
-              ancestors: {
+              ancestors: ({
                   environment: {
                     /** @description ISO 8601 */
                     CreatedAt: string;
@@ -1322,7 +1340,8 @@ export interface paths {
                     ParentVersionID: string;
                     ProjectID: string;
                     Stage: string;
-                    Status: string;
+                    /** @enum {string} */
+                    Status: "empty" | "deploying" | "running" | "failed" | "destroying" | "destroyed";
                   };
                   version: {
                     /** @description ISO 8601 */
@@ -1337,7 +1356,7 @@ export interface paths {
                       [key: string]: unknown;
                     };
                   };
-                }[];
+                })[];
             };
           };
         };
@@ -1609,12 +1628,14 @@ export interface paths {
                 Error: string;
                 FinishedAt: string | null;
                 ID: string;
-                Kind: string;
+                /** @enum {string} */
+                Kind: "deploy" | "fork" | "snapshot" | "rollback" | "verify" | "destroy" | "promote";
                 Params: {
                   [key: string]: unknown;
                 };
                 ProjectID: string;
-                Status: string;
+                /** @enum {string} */
+                Status: "pending" | "running" | "succeeded" | "failed" | "rolled_back";
                 TargetEnvID: string;
                 VersionID: string;
               };
@@ -1628,7 +1649,8 @@ export interface paths {
                   Name: string;
                   Seq: number;
                   StartedAt: string | null;
-                  Status: string;
+                  /** @enum {string} */
+                  Status: "pending" | "running" | "ok" | "failed" | "skipped";
                 })[];
             };
           };
@@ -1672,12 +1694,14 @@ export interface paths {
                 Error: string;
                 FinishedAt: string | null;
                 ID: string;
-                Kind: string;
+                /** @enum {string} */
+                Kind: "deploy" | "fork" | "snapshot" | "rollback" | "verify" | "destroy" | "promote";
                 Params: {
                   [key: string]: unknown;
                 };
                 ProjectID: string;
-                Status: string;
+                /** @enum {string} */
+                Status: "pending" | "running" | "succeeded" | "failed" | "rolled_back";
                 TargetEnvID: string;
                 VersionID: string;
               };
@@ -1691,7 +1715,8 @@ export interface paths {
                   Name: string;
                   Seq: number;
                   StartedAt: string | null;
-                  Status: string;
+                  /** @enum {string} */
+                  Status: "pending" | "running" | "ok" | "failed" | "skipped";
                 })[];
             };
           };
@@ -1744,12 +1769,14 @@ export interface paths {
                 Error: string;
                 FinishedAt: string | null;
                 ID: string;
-                Kind: string;
+                /** @enum {string} */
+                Kind: "deploy" | "fork" | "snapshot" | "rollback" | "verify" | "destroy" | "promote";
                 Params: {
                   [key: string]: unknown;
                 };
                 ProjectID: string;
-                Status: string;
+                /** @enum {string} */
+                Status: "pending" | "running" | "succeeded" | "failed" | "rolled_back";
                 TargetEnvID: string;
                 VersionID: string;
               };
@@ -1763,7 +1790,8 @@ export interface paths {
                   Name: string;
                   Seq: number;
                   StartedAt: string | null;
-                  Status: string;
+                  /** @enum {string} */
+                  Status: "pending" | "running" | "ok" | "failed" | "skipped";
                 })[];
             };
           };
@@ -1924,7 +1952,8 @@ export interface paths {
                   LastSeenAt: string | null;
                   Name: string;
                   ProviderRef: string;
-                  Status: string;
+                  /** @enum {string} */
+                  Status: "connected" | "unreachable" | "new";
                   TeamID: string;
                 })[];
             };
@@ -2226,7 +2255,7 @@ export interface paths {
         201: {
           content: {
             "application/json": {
-              environments: {
+              environments: ({
                   /** @description ISO 8601 */
                   CreatedAt: string;
                   CurrentVersionID: string;
@@ -2239,8 +2268,9 @@ export interface paths {
                   ParentVersionID: string;
                   ProjectID: string;
                   Stage: string;
-                  Status: string;
-                }[];
+                  /** @enum {string} */
+                  Status: "empty" | "deploying" | "running" | "failed" | "destroying" | "destroyed";
+                })[];
               project: {
                 /** @description ISO 8601 */
                 CreatedAt: string;
@@ -2305,12 +2335,14 @@ export interface paths {
                 Error: string;
                 FinishedAt: string | null;
                 ID: string;
-                Kind: string;
+                /** @enum {string} */
+                Kind: "deploy" | "fork" | "snapshot" | "rollback" | "verify" | "destroy" | "promote";
                 Params: {
                   [key: string]: unknown;
                 };
                 ProjectID: string;
-                Status: string;
+                /** @enum {string} */
+                Status: "pending" | "running" | "succeeded" | "failed" | "rolled_back";
                 TargetEnvID: string;
                 VersionID: string;
               };
@@ -2324,7 +2356,8 @@ export interface paths {
                   Name: string;
                   Seq: number;
                   StartedAt: string | null;
-                  Status: string;
+                  /** @enum {string} */
+                  Status: "pending" | "running" | "ok" | "failed" | "skipped";
                 })[];
             };
           };
@@ -2376,12 +2409,14 @@ export interface paths {
                 Error: string;
                 FinishedAt: string | null;
                 ID: string;
-                Kind: string;
+                /** @enum {string} */
+                Kind: "deploy" | "fork" | "snapshot" | "rollback" | "verify" | "destroy" | "promote";
                 Params: {
                   [key: string]: unknown;
                 };
                 ProjectID: string;
-                Status: string;
+                /** @enum {string} */
+                Status: "pending" | "running" | "succeeded" | "failed" | "rolled_back";
                 TargetEnvID: string;
                 VersionID: string;
               };
@@ -2395,7 +2430,8 @@ export interface paths {
                   Name: string;
                   Seq: number;
                   StartedAt: string | null;
-                  Status: string;
+                  /** @enum {string} */
+                  Status: "pending" | "running" | "ok" | "failed" | "skipped";
                 })[];
             }) & {
               branch: string;
@@ -2436,7 +2472,7 @@ export interface paths {
         200: {
           content: {
             "application/json": {
-              environments: {
+              environments: ({
                   /** @description ISO 8601 */
                   CreatedAt: string;
                   CurrentVersionID: string;
@@ -2449,8 +2485,9 @@ export interface paths {
                   ParentVersionID: string;
                   ProjectID: string;
                   Stage: string;
-                  Status: string;
-                }[];
+                  /** @enum {string} */
+                  Status: "empty" | "deploying" | "running" | "failed" | "destroying" | "destroyed";
+                })[];
             };
           };
         };
@@ -2611,12 +2648,14 @@ export interface paths {
                 Error: string;
                 FinishedAt: string | null;
                 ID: string;
-                Kind: string;
+                /** @enum {string} */
+                Kind: "deploy" | "fork" | "snapshot" | "rollback" | "verify" | "destroy" | "promote";
                 Params: {
                   [key: string]: unknown;
                 };
                 ProjectID: string;
-                Status: string;
+                /** @enum {string} */
+                Status: "pending" | "running" | "succeeded" | "failed" | "rolled_back";
                 TargetEnvID: string;
                 VersionID: string;
               };
@@ -2633,7 +2672,8 @@ export interface paths {
                 ParentVersionID: string;
                 ProjectID: string;
                 Stage: string;
-                Status: string;
+                /** @enum {string} */
+                Status: "empty" | "deploying" | "running" | "failed" | "destroying" | "destroyed";
               };
             }) | ({
               /** @description The id every fork of this fan-out carries (clone evidence `fanout.id`) */
@@ -2646,12 +2686,14 @@ export interface paths {
                     Error: string;
                     FinishedAt: string | null;
                     ID: string;
-                    Kind: string;
+                    /** @enum {string} */
+                    Kind: "deploy" | "fork" | "snapshot" | "rollback" | "verify" | "destroy" | "promote";
                     Params: {
                       [key: string]: unknown;
                     };
                     ProjectID: string;
-                    Status: string;
+                    /** @enum {string} */
+                    Status: "pending" | "running" | "succeeded" | "failed" | "rolled_back";
                     TargetEnvID: string;
                     VersionID: string;
                   };
@@ -2668,7 +2710,8 @@ export interface paths {
                     ParentVersionID: string;
                     ProjectID: string;
                     Stage: string;
-                    Status: string;
+                    /** @enum {string} */
+                    Status: "empty" | "deploying" | "running" | "failed" | "destroying" | "destroyed";
                   };
                 }) | ({
                   deployment?: {
@@ -2678,12 +2721,14 @@ export interface paths {
                     Error: string;
                     FinishedAt: string | null;
                     ID: string;
-                    Kind: string;
+                    /** @enum {string} */
+                    Kind: "deploy" | "fork" | "snapshot" | "rollback" | "verify" | "destroy" | "promote";
                     Params: {
                       [key: string]: unknown;
                     };
                     ProjectID: string;
-                    Status: string;
+                    /** @enum {string} */
+                    Status: "pending" | "running" | "succeeded" | "failed" | "rolled_back";
                     TargetEnvID: string;
                     VersionID: string;
                   };
@@ -2700,7 +2745,8 @@ export interface paths {
                     ParentVersionID: string;
                     ProjectID: string;
                     Stage: string;
-                    Status: string;
+                    /** @enum {string} */
+                    Status: "empty" | "deploying" | "running" | "failed" | "destroying" | "destroyed";
                   };
                   error: string;
                   name: string;
@@ -2751,7 +2797,8 @@ export interface paths {
                   LastSeenAt: string | null;
                   Name: string;
                   ProviderRef: string;
-                  Status: string;
+                  /** @enum {string} */
+                  Status: "connected" | "unreachable" | "new";
                   TeamID: string;
                 }) & {
                   capabilities: {
@@ -2827,12 +2874,14 @@ export interface paths {
                 Error: string;
                 FinishedAt: string | null;
                 ID: string;
-                Kind: string;
+                /** @enum {string} */
+                Kind: "deploy" | "fork" | "snapshot" | "rollback" | "verify" | "destroy" | "promote";
                 Params: {
                   [key: string]: unknown;
                 };
                 ProjectID: string;
-                Status: string;
+                /** @enum {string} */
+                Status: "pending" | "running" | "succeeded" | "failed" | "rolled_back";
                 TargetEnvID: string;
                 VersionID: string;
               };
@@ -2849,7 +2898,8 @@ export interface paths {
                 ParentVersionID: string;
                 ProjectID: string;
                 Stage: string;
-                Status: string;
+                /** @enum {string} */
+                Status: "empty" | "deploying" | "running" | "failed" | "destroying" | "destroyed";
               };
             }) & {
               target: string;
@@ -2924,7 +2974,8 @@ export interface paths {
                 LastSeenAt: string | null;
                 Name: string;
                 ProviderRef: string;
-                Status: string;
+                /** @enum {string} */
+                Status: "connected" | "unreachable" | "new";
                 TeamID: string;
               };
               info: {
