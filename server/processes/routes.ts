@@ -125,7 +125,9 @@ export function processRoutes(app: App, ctx: AppContext): void {
           '(data base64), `{type: "gap", from, to}` (output lost to the bounds), then one ' +
           '`{type: "end", exit_code, signal?, reason?}`. `since` replays what the host still holds after that seq. ' +
           'As a WebSocket upgrade the same objects are text frames, and the client may send ' +
-          '`{type: "input", data}`, `{type: "close_stdin"}`, `{type: "resize", rows, cols}`, `{type: "signal", signal}`.',
+          '`{type: "input", data}`, `{type: "close_stdin"}`, `{type: "resize", rows, cols}`, `{type: "signal", signal}`. ' +
+          'A browser, which cannot set headers on a WebSocket, offers the credential as subprotocols instead: ' +
+          '`svc.v1`, `svc.bearer.<session or key>` and optionally `svc.team.<team id>`; the server selects `svc.v1`.',
         security: SECURED,
         params: PidParams,
         querystring: ProcessStreamQuery,

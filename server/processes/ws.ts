@@ -4,6 +4,10 @@
 // upgrade, so another team's key gets a plain 404 like every route. A malformed message closes
 // the socket with 1008; a message the host refuses is answered `{type: "error"}` and the stream
 // goes on. Nothing a client sends can end the server: every handler's failure is caught.
+// A browser cannot set headers on a WebSocket, only subprotocols: the console offers
+// `svc.v1, svc.bearer.<token>[, svc.team.<team id>]` (the Kubernetes API server's way), and the
+// server selects `svc.v1`, so the credential is never echoed, never in a URL, and checked exactly
+// like the Authorization header (no second kind of credential, nothing to store).
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
@@ -11,7 +15,7 @@ import { WebSocket, WebSocketServer } from 'ws';
 import { ProcessClientMessage, type ProcessClientMessageBody } from '../../protocol/api.ts';
 import type { AppContext } from '../context.ts';
 import { targetFor } from '../envs/io.ts';
-import { SvcError } from '../errors.ts';
+import { SvcError, Unauthorized } from '../errors.ts';
 import type { UpgradeHandler } from '../hosts/hub.ts';
 import type { Caller } from '../identity/auth.ts';
 import { followProcess, inputProcess, resizeProcess, signalProcess } from './processes.ts';
@@ -26,6 +30,12 @@ const MAX_QUEUED = 64;
 /** The upgrade's checks (credential, environment) must finish within this. */
 const UPGRADE_TIMEOUT_MS = 30_000;
 const MESSAGE_CHECK = TypeCompiler.Compile(ProcessClientMessage);
+/** The subprotocol the server selects when a client sends its credential as subprotocols. */
+export const WS_PROTOCOL = 'svc.v1';
+const BEARER_PROTOCOL = 'svc.bearer.';
+const TEAM_PROTOCOL = 'svc.team.';
+/** More subprotocols than a browser client sends: refused before anything is looked up. */
+const MAX_PROTOCOLS = 8;
 
 class WsSink extends FollowerSink {
   #ws: WebSocket;
@@ -60,6 +70,8 @@ export function processUpgrades(
     noServer: true,
     maxPayload: MAX_MESSAGE_BYTES,
     perMessageDeflate: false,
+    // Only svc.v1 is ever selected: the credential protocols are never echoed back.
+    handleProtocols: (offered) => (offered.has(WS_PROTOCOL) ? WS_PROTOCOL : false),
   });
   return (req, socket, head) => {
     socket.on('error', () => {});
@@ -87,13 +99,37 @@ export function processUpgrades(
   };
 }
 
+/**
+ * The credential of an upgrade: the Authorization (and X-Svc-Team) header, or else the same values
+ * offered as subprotocols by a browser. Both at once, or either twice, is a bad credential.
+ */
+export function upgradeCredential(req: IncomingMessage): { authorization?: string; team?: string } {
+  const header = req.headers['sec-websocket-protocol'];
+  const offered = typeof header === 'string' ? header.split(',', MAX_PROTOCOLS + 1).map((p) => p.trim()) : [];
+  if (offered.length > MAX_PROTOCOLS) throw new Unauthorized('too many subprotocols');
+  const bearer = offered.filter((p) => p.startsWith(BEARER_PROTOCOL));
+  const teams = offered.filter((p) => p.startsWith(TEAM_PROTOCOL));
+  const teamHeader = req.headers['x-svc-team'];
+  if (bearer.length === 0 && teams.length === 0) {
+    return {
+      authorization: req.headers.authorization,
+      team: typeof teamHeader === 'string' ? teamHeader : undefined,
+    };
+  }
+  if (req.headers.authorization !== undefined || teamHeader !== undefined)
+    throw new Unauthorized('a credential in both a header and a subprotocol');
+  if (bearer.length !== 1 || teams.length > 1)
+    throw new Unauthorized('one svc.bearer subprotocol, at most one svc.team');
+  const team = teams[0]?.slice(TEAM_PROTOCOL.length);
+  return {
+    authorization: `Bearer ${bearer[0].slice(BEARER_PROTOCOL.length)}`,
+    ...(team ? { team } : {}),
+  };
+}
+
 async function check(ctx: AppContext, req: IncomingMessage, envId: string): Promise<Caller> {
-  const team = req.headers['x-svc-team'];
-  const caller = await ctx.auth.authenticate(
-    req.headers.authorization,
-    typeof team === 'string' ? team : undefined,
-    'key',
-  );
+  const { authorization, team } = upgradeCredential(req);
+  const caller = await ctx.auth.authenticate(authorization, team, 'key');
   await targetFor(ctx, caller, envId);
   return caller;
 }
