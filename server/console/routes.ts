@@ -3,7 +3,11 @@
 // /app/assets/<hashed name> its script and stylesheet, /app/config.json which sign-in methods
 // this server offers. GET /device (the verification URL of earlier releases) redirects to the
 // console's device page when no SVC_CONSOLE_URL names another console. A content security policy
-// keeps the page to its own origin: it cannot load or read anything from another one.
+// keeps the page to its own origin: it cannot load or read anything from another one. The one
+// exception to `style-src 'self'` is a per-response nonce: the terminal (xterm.js) writes its
+// theme into <style> elements it creates, and the page stamps them with the nonce it finds on
+// its stylesheet's <link> (console/src/style-nonce.ts); injected markup cannot know it.
+import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { FastifyBaseLogger } from 'fastify';
@@ -13,16 +17,17 @@ import { ASSETS_PATH, buildConsole, CONSOLE_DIST, consoleStale } from './bundle.
 
 export const CONSOLE_PATH = '/app/';
 
-const CSP = [
-  "default-src 'none'",
-  "script-src 'self'",
-  "style-src 'self'",
-  "img-src 'self' data:",
-  "connect-src 'self'",
-  "base-uri 'none'",
-  "form-action 'self'",
-  "frame-ancestors 'none'",
-].join('; ');
+const csp = (nonce?: string) =>
+  [
+    "default-src 'none'",
+    "script-src 'self'",
+    nonce ? `style-src 'self' 'nonce-${nonce}'` : "style-src 'self'",
+    "img-src 'self' data:",
+    "connect-src 'self'",
+    "base-uri 'none'",
+    "form-action 'self'",
+    "frame-ancestors 'none'",
+  ].join('; ');
 
 const TYPES: Record<string, string> = {
   js: 'text/javascript; charset=utf-8',
@@ -59,9 +64,9 @@ async function load(log: FastifyBaseLogger): Promise<Built | { error: string }> 
   }
 }
 
-function pageHeaders(reply: import('fastify').FastifyReply): void {
+function pageHeaders(reply: import('fastify').FastifyReply, nonce?: string): void {
   reply
-    .header('content-security-policy', CSP)
+    .header('content-security-policy', csp(nonce))
     .header('referrer-policy', 'no-referrer')
     .header('x-content-type-options', 'nosniff')
     .header('x-frame-options', 'DENY');
@@ -101,7 +106,8 @@ export function consoleRoutes(app: App, ctx: AppContext): void {
 
   app.get('/app/*', route, async (_req, reply) => {
     const built = await files();
-    pageHeaders(reply);
+    const nonce = randomBytes(16).toString('base64');
+    pageHeaders(reply, nonce);
     reply.header('cache-control', 'no-cache');
     if (!built || 'error' in built) {
       return reply
@@ -109,7 +115,9 @@ export function consoleRoutes(app: App, ctx: AppContext): void {
         .type('text/plain; charset=utf-8')
         .send(built?.error ?? 'console unavailable');
     }
-    return reply.type('text/html; charset=utf-8').send(built.index);
+    return reply
+      .type('text/html; charset=utf-8')
+      .send(built.index.replace('<link rel="stylesheet"', `<link rel="stylesheet" nonce="${nonce}"`));
   });
 
   // Earlier releases printed <public-url>/device?code=… (without a console URL): send those links

@@ -32,6 +32,7 @@ describe('console routes', () => {
       '/app/env/?id=e',
     ];
     const bodies = new Set<string>();
+    const nonces = new Set<string>();
     for (const path of pages) {
       const r = await fetch(`${dev.url}${path}`);
       assert.equal(r.status, 200, path);
@@ -45,8 +46,17 @@ describe('console routes', () => {
       ])
         assert.ok(csp.includes(rule), `${path}: ${rule} in ${csp}`);
       assert.equal(r.headers.get('referrer-policy'), 'no-referrer');
-      bodies.add(await r.text());
+      // Styles: the page's own, and elements carrying this response's nonce (the terminal's
+      // theme), never any inline style; the nonce is on the stylesheet's link for the page to use.
+      const nonce = /style-src 'self' 'nonce-([A-Za-z0-9+/]{22}==)'(;|$)/.exec(csp)?.[1];
+      assert.ok(nonce, `${path}: a style nonce in ${csp}`);
+      assert.ok(!csp.includes('unsafe-inline'), csp);
+      nonces.add(nonce);
+      const html = await r.text();
+      assert.ok(html.includes(`<link rel="stylesheet" nonce="${nonce}"`), html);
+      bodies.add(html.replace(nonce, ''));
     }
+    assert.equal(nonces.size, pages.length, 'a fresh nonce for every response');
     assert.equal(bodies.size, 1);
     const html = [...bodies][0];
     assert.ok(!html.includes('BCDF-GHJK'), 'the query is never written into the page');
