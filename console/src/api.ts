@@ -29,6 +29,8 @@ export type Host = Json<'/v1/hosts', 'get', 200>['hosts'][number];
 export type Target = Json<'/v1/targets', 'get', 200>['targets'][number];
 export type Cloud = Json<'/v1/clouds', 'get', 200>['clouds'][number];
 export type Template = Json<'/v1/templates', 'get', 200>['templates'][number];
+export type FsEntry = Json<'/v1/envs/{env}/fs/list', 'get', 200>['entries'][number];
+export type ProcessStart = Body<'/v1/envs/{env}/processes'>;
 
 export interface ConsoleConfig {
   dev_login: boolean;
@@ -148,6 +150,19 @@ export const api = {
       client.POST('/v1/clouds', {
         body: { provider: provider as CloudProvider, ...(name ? { name } : {}), config },
       }),
+    ),
+
+  startProcess: (id: string, body: ProcessStart) =>
+    run('processes', client.POST('/v1/envs/{env}/processes', { ...env(id), body })),
+  listDir: (id: string, service: string, path: string) =>
+    run(
+      'fs',
+      client.GET('/v1/envs/{env}/fs/list', { params: { path: { env: id }, query: { service, path } } }),
+    ),
+  stat: (id: string, service: string, path: string) =>
+    run(
+      'fs',
+      client.GET('/v1/envs/{env}/fs/stat', { params: { path: { env: id }, query: { service, path } } }),
     ),
 
   keys: () => run('keys', client.GET('/v1/keys')),

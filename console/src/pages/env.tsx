@@ -1,10 +1,13 @@
 // An environment: status, endpoints, its versions with their fork lineage (what it was forked
 // from, up the chain, in one answer of GET /v1/envs/{env}/lineage, and the forks made from each version), its deployments, and the actions
-// that start a deployment (snapshot, fork, rollback, destroy). Follows env:<id> live.
+// that start a deployment (snapshot, fork, rollback, destroy), a terminal and a file browser in
+// its services (terminal.tsx, files.tsx). Follows env:<id> live.
 import { useState } from 'preact/hooks';
 import { Link, useLocation, useSearch } from 'wouter-preact';
 import { type Ancestor, api, type Deployment, type Environment, type Started, type Version } from '../api.ts';
+import { FilesPanel } from '../files.tsx';
 import { useLive } from '../live.ts';
+import { TerminalPanel } from '../terminal.tsx';
 import { duration, ErrorNote, Loading, Page, Status, Table, useAction, useLoad, When } from '../ui.tsx';
 
 interface EnvData {
@@ -34,6 +37,16 @@ function currentVersion({ env, versions, ancestors }: EnvData): string {
   const from = ancestors[0];
   if (from?.version.ID === env.CurrentVersionID) return `${from.version.Number} of ${from.environment.Name}`;
   return env.CurrentVersionID || '—';
+}
+
+/** The services of the version the environment runs (its own, or for a fork its source's). */
+function servicesOf({ env, versions, ancestors }: EnvData): string[] {
+  const version =
+    versions.find((v) => v.ID === env.CurrentVersionID) ??
+    ancestors.find((a) => a.version.ID === env.CurrentVersionID)?.version;
+  const spec = version?.Spec as { services?: { name?: unknown }[] } | undefined;
+  const names = (Array.isArray(spec?.services) ? spec.services : []).map((s) => s?.name);
+  return names.filter((n): n is string => typeof n === 'string');
 }
 
 const envLink = (e: Environment) => `/env/?id=${encodeURIComponent(e.ID)}`;
@@ -79,6 +92,8 @@ export function EnvPage() {
   const { env } = data;
   const forksOf = (v: Version) => data.siblings.filter((e) => e.ParentVersionID === v.ID && e.ID !== env.ID);
   const endpoints = Object.entries(env.Endpoints);
+  const services = servicesOf(data);
+  const live = services.length > 0 && env.Status !== 'destroyed';
   return (
     <Page title={`Environment ${env.Name}`}>
       <ErrorNote error={got.error} />
@@ -114,6 +129,8 @@ export function EnvPage() {
           </ul>
         )}
       </section>
+      {live && <TerminalPanel key={`t-${env.ID}`} envId={env.ID} services={services} />}
+      {live && <FilesPanel key={`f-${env.ID}`} envId={env.ID} services={services} />}
       <section aria-labelledby="lineage">
         <h2 id="lineage">Lineage</h2>
         <Lineage data={data} />
