@@ -6,7 +6,8 @@
 // keeps the page to its own origin: it cannot load or read anything from another one. The one
 // exception to `style-src 'self'` is a per-response nonce: the terminal (xterm.js) writes its
 // theme into <style> elements it creates, and the page stamps them with the nonce it finds on
-// its stylesheet's <link> (console/src/style-nonce.ts); injected markup cannot know it.
+// its stylesheet's <link> (console/src/style-nonce.ts); injected markup cannot know it. Style
+// attributes are allowed (style-src-attr) for the terminal's 24-bit colours.
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -22,6 +23,9 @@ const csp = (nonce?: string) =>
     "default-src 'none'",
     "script-src 'self'",
     nonce ? `style-src 'self' 'nonce-${nonce}'` : "style-src 'self'",
+    // xterm.js colours a 24-bit-colour cell with a style attribute. Attributes only (no selectors,
+    // no <style>), and img-src/default-src still keep any url() in one to this origin.
+    "style-src-attr 'unsafe-inline'",
     "img-src 'self' data:",
     "connect-src 'self'",
     "base-uri 'none'",

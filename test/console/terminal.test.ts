@@ -28,6 +28,7 @@ declare const document: {
   querySelectorAll(selector: string): Iterable<{ textContent: string | null }>;
   body: { innerText: string };
 };
+declare function getComputedStyle(element: unknown): { color: string };
 
 /** Waits until a row of the terminal reads exactly `line` (spaces trimmed). */
 async function terminalLine(page: Page, line: string): Promise<void> {
@@ -140,14 +141,27 @@ describe('console: terminal and file browser on a real environment', {
 
     await typeLine(page, 'echo hi');
     await terminalLine(page, 'hi');
+    // A 24-bit colour (a style attribute in the terminal's DOM) is allowed by the page's policy:
+    // the browser watcher fails the suite on any refusal.
+    await typeLine(page, "printf '\\033[38;2;200;30;30mRED\\033[0m\\n'");
+    await terminalLine(page, 'RED');
+    const red = page.locator('.xterm-rows span').getByText('RED', { exact: true });
+    assert.equal(await red.evaluate((el) => getComputedStyle(el).color), 'rgb(200, 30, 30)');
 
     const [rows, cols] = await shownSize(page);
     await typeLine(page, 'stty size');
     await terminalLine(page, `${rows} ${cols}`);
     await typeLine(page, 'ls /');
     await terminalHas(page, 'sbin');
-    // The README's picture of the console (docs/console.png is a copy of this one).
-    await page.screenshot({ path: join(ARTIFACTS, 'env-terminal-viewport.png') });
+    await terminalLine(page, '/ #');
+    // The README's picture of the console (docs/console.png is a copy of this one): the page down
+    // to the terminal's bottom edge.
+    const edge = (await page.locator('.term-box').boundingBox()) as { y: number; height: number };
+    await page.screenshot({
+      path: join(ARTIFACTS, 'env-terminal-viewport.png'),
+      fullPage: true,
+      clip: { x: 0, y: 0, width: 960, height: Math.ceil(edge.y + edge.height + 16) },
+    });
 
     // A smaller page fits the terminal to fewer columns and rows; the PTY is resized to match.
     await page.setViewportSize({ width: 760, height: 560 });
