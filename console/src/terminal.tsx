@@ -84,7 +84,14 @@ export function TerminalPanel({ envId, services }: { envId: string; services: st
     }
     l.term.dispose();
   };
-  useEffect(() => stop, []);
+  useEffect(() => {
+    // Closing the tab does not unmount the page: hang up then too (best effort, as the page goes).
+    window.addEventListener('pagehide', stop);
+    return () => {
+      window.removeEventListener('pagehide', stop);
+      stop();
+    };
+  }, []);
 
   const start = async () => {
     stop();
@@ -133,7 +140,15 @@ export function TerminalPanel({ envId, services }: { envId: string; services: st
       return;
     }
     if (live.current !== l) return;
-    const ws = new WebSocket(streamUrl(envId, pid), protocols());
+    let ws: WebSocket;
+    try {
+      ws = new WebSocket(streamUrl(envId, pid), protocols());
+    } catch (err) {
+      stop();
+      setState('idle');
+      setError(`could not attach: ${(err as Error).message}`);
+      return;
+    }
     l.ws = ws;
     const send = (msg: object) => {
       if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify(msg));
