@@ -1,18 +1,13 @@
 // Clouds: a provider credential and its configuration, per team. Secret values (the token) are
 // stored sealed by the SecretBox (drivers and provisioners open them), and the config is masked
 // in every API answer.
+import type { Static } from '@sinclair/typebox';
+import type { Cloud as CloudSchema } from '../../protocol/api/records.ts';
 import { newId, PREFIX } from '../../protocol/ids.ts';
 import { json, now, parseJson, type Queryable } from '../db/types.ts';
 import { type CloudConfig, maskConfig } from './providers.ts';
 
-export interface Cloud {
-  ID: string;
-  TeamID: string;
-  Provider: string;
-  Name: string;
-  Config: Record<string, unknown>;
-  CreatedAt: string;
-}
+export type Cloud = Static<typeof CloudSchema>;
 
 interface Row {
   id: string;

@@ -1,14 +1,11 @@
 // The code-hosting context's rows: installations the app reported, webhook deliveries already
 // handled (so a redelivery deploys nothing twice), the check run posted for a deployment, each
 // user's sealed code-host token, and the commits pushes deployed (so a replay deploys nothing).
+import type { Static } from '@sinclair/typebox';
+import type { Installation as InstallationSchema } from '../../protocol/api/records.ts';
 import { now, type Queryable } from '../db/types.ts';
 
-export interface Installation {
-  InstallationID: number;
-  TeamID: string;
-  AccountLogin: string;
-  CreatedAt: string;
-}
+export type Installation = Static<typeof InstallationSchema>;
 
 interface Row {
   installation_id: number | string;

@@ -1,7 +1,14 @@
 // Deployments and their phases. Each status change is one UPDATE and every start/finish also
 // appends an event, so the history of a deployment can be read back in order.
 
-import type { DeploymentKind, DeploymentStatus, PhaseStatus } from '../../protocol/api/records.ts';
+import type { Static } from '@sinclair/typebox';
+import type {
+  DeploymentKind,
+  Deployment as DeploymentSchema,
+  DeploymentStatus,
+  Phase as PhaseSchema,
+  PhaseStatus,
+} from '../../protocol/api/records.ts';
 import { newId, PREFIX } from '../../protocol/ids.ts';
 import { json, now, parseJson, type Queryable, updateColumns } from '../db/types.ts';
 
@@ -9,30 +16,10 @@ import { json, now, parseJson, type Queryable, updateColumns } from '../db/types
 export { DEPLOYMENT_KINDS } from '../../protocol/api/records.ts';
 export type { DeploymentKind, DeploymentStatus, PhaseStatus };
 
-export interface Deployment {
-  ID: string;
-  ProjectID: string;
-  EnvID: string;
-  Kind: DeploymentKind;
-  Status: DeploymentStatus;
-  VersionID: string;
-  TargetEnvID: string;
-  Params: Record<string, unknown>;
-  Error: string;
-  CreatedAt: string;
-  FinishedAt: string | null;
-}
+/** A deployment as the API answers it (protocol/api/records.ts). */
+export type Deployment = Static<typeof DeploymentSchema>;
 
-export interface Phase {
-  DeploymentID: string;
-  Seq: number;
-  Name: string;
-  Status: PhaseStatus;
-  Evidence: Record<string, unknown> | null;
-  Error: string;
-  StartedAt: string | null;
-  FinishedAt: string | null;
-}
+export type Phase = Static<typeof PhaseSchema>;
 
 interface DepRow {
   id: string;

@@ -1,7 +1,12 @@
 // Environments and their versions: rows ↔ the spec's records. Every read is scoped to a team so
 // another team's objects are simply "not found".
 
-import type { EnvStatus } from '../../protocol/api/records.ts';
+import type { Static } from '@sinclair/typebox';
+import type {
+  Environment as EnvironmentSchema,
+  EnvStatus,
+  Version as VersionSchema,
+} from '../../protocol/api/records.ts';
 import { newId, PREFIX } from '../../protocol/ids.ts';
 import type { EnvSpec } from '../../protocol/spec.ts';
 import { bool, type Db, isTrue, json, now, parseJson, type Queryable, updateColumns } from '../db/types.ts';
@@ -10,29 +15,11 @@ import { bool, type Db, isTrue, json, now, parseJson, type Queryable, updateColu
 export type { EnvStatus };
 export type Stage = 'alpha' | 'fork' | 'verify' | string;
 
-export interface Environment {
-  ID: string;
-  ProjectID: string;
-  Name: string;
-  Stage: Stage;
-  HostID: string;
-  ParentVersionID: string;
-  CurrentVersionID: string;
-  Status: EnvStatus;
-  CreatedAt: string;
-  Endpoints: Record<string, string>;
-}
+/** An environment as the API answers it (protocol/api/records.ts). */
+export type Environment = Static<typeof EnvironmentSchema>;
 
-export interface Version {
-  ID: string;
-  ProjectID: string;
-  EnvID: string;
-  Number: number;
-  Spec: EnvSpec;
-  Snapshot: string;
-  Healthy: boolean;
-  CreatedAt: string;
-}
+/** A version as the API answers it, its spec typed (the API shows it as a JSON object). */
+export type Version = Omit<Static<typeof VersionSchema>, 'Spec'> & { Spec: EnvSpec };
 
 interface EnvRow {
   id: string;

@@ -1,4 +1,6 @@
 // Events (spec "Events"): append-only rows read newest first, filtered to the caller's team.
+import type { Static } from '@sinclair/typebox';
+import type { Event as EventSchema } from '../../protocol/api/records.ts';
 import { newId, PREFIX } from '../../protocol/ids.ts';
 import { json, now, parseJson, type Queryable } from '../db/types.ts';
 
@@ -18,14 +20,7 @@ export interface LiveEvents {
   publish(e: Event): void;
 }
 
-export interface Event {
-  ID: string;
-  TeamID: string;
-  Subject: string;
-  Kind: string;
-  Body: unknown;
-  At: string;
-}
+export type Event = Static<typeof EventSchema>;
 
 interface Row {
   id: string;

@@ -2,26 +2,20 @@
 // (one per hosted-provider cloud, run in-process). `connected` is not stored: it is the hub's
 // live view for sidecars and always true for drivers.
 
-import type { HostStatus } from '../../protocol/api/records.ts';
+import type { Static } from '@sinclair/typebox';
+import type { Host as HostSchema, HostStatus } from '../../protocol/api/records.ts';
 import { newId, PREFIX } from '../../protocol/ids.ts';
 import { type Db, json, now, parseJson, type Queryable, updateColumns } from '../db/types.ts';
 
 /** Host `Status`: the API's union (protocol/api/records.ts). */
 export type { HostStatus };
 
-export interface Host {
-  ID: string;
-  TeamID: string;
-  CloudID: string;
-  Name: string;
-  Status: HostStatus;
-  ProviderRef: string;
-  LastSeenAt: string | null;
-  CreatedAt: string;
-  Capabilities: Record<string, unknown>;
-  /** `sidecar` or `driver:<provider>`. Not a spec field of Host; Target shows it as `kind`. */
-  Kind: string;
-}
+/**
+ * A host as the API answers it (protocol/api/records.ts) but for `connected`, which is the hub's
+ * live view, and with `Kind`: `sidecar` or `driver:<provider>` (not a spec field of Host; Target
+ * shows it as `kind`).
+ */
+export type Host = Omit<Static<typeof HostSchema>, 'connected'> & { Kind: string };
 
 export interface HostRow {
   id: string;

@@ -1,25 +1,18 @@
 // Teams, memberships, API keys and sessions: rows ↔ the spec's resource records.
+
+import type { Static } from '@sinclair/typebox';
+import type {
+  ApiKey as ApiKeySchema,
+  Team as TeamSchema,
+  TeamWithRole as TeamWithRoleSchema,
+} from '../../protocol/api/records.ts';
 import { newId, newSecret, PREFIX } from '../../protocol/ids.ts';
 import { type Db, now, type Queryable } from '../db/types.ts';
 import { hashSecret } from './secrets.ts';
 
-export interface Team {
-  ID: string;
-  Name: string;
-  CreatedAt: string;
-}
-export interface TeamWithRole extends Team {
-  Role: string;
-}
-export interface ApiKey {
-  ID: string;
-  TeamID: string;
-  Name: string;
-  CreatedBy: string;
-  CreatedAt: string;
-  LastUsedAt: string | null;
-  RevokedAt: string | null;
-}
+export type Team = Static<typeof TeamSchema>;
+export type TeamWithRole = Static<typeof TeamWithRoleSchema>;
+export type ApiKey = Static<typeof ApiKeySchema>;
 
 interface KeyRow {
   id: string;

@@ -1,18 +1,13 @@
 // Projects: addressed by name or id everywhere (spec "Conventions" 5), always within a team.
+import type { Static } from '@sinclair/typebox';
+import type { Project as ProjectSchema } from '../../protocol/api/records.ts';
 import { newId, PREFIX } from '../../protocol/ids.ts';
 import { now, type Queryable } from '../db/types.ts';
 
 export const PROJECT_KINDS = ['rl-environment', 'agent'] as const;
 export type ProjectKind = (typeof PROJECT_KINDS)[number];
 
-export interface Project {
-  ID: string;
-  TeamID: string;
-  Name: string;
-  Kind: string;
-  Source: string;
-  CreatedAt: string;
-}
+export type Project = Static<typeof ProjectSchema>;
 
 interface Row {
   id: string;
