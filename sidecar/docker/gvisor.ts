@@ -205,19 +205,31 @@ export async function sandboxOf(pid: number): Promise<{ runsc: string; root: str
   return { runsc, root };
 }
 
-/** The processes inside a gVisor container as its own kernel (the sentry) sees them: pid and uid. */
+/**
+ * The processes inside a gVisor container as its own kernel (the sentry) sees them: pid, parent,
+ * uid and command name (`runsc ps`'s table; its JSON form has pids only). Host /proc shows only the
+ * sandbox, so this is the one place to see what a gVisor container runs.
+ */
 export async function sandboxProcesses(
   pid: number,
   containerId: string,
-): Promise<{ pid: number; uid: number }[]> {
+): Promise<{ pid: number; ppid: number; uid: number; cmd: string }[]> {
   const { runsc, root } = await sandboxOf(pid);
   const table = await run(runsc, [`--root=${root}`, 'ps', containerId]);
   const rows = table.split('\n').slice(1).filter(Boolean);
   return rows.map((row) => {
-    const [uid, p] = row.trim().split(/\s+/).map(Number);
-    if (!Number.isInteger(uid) || !Number.isInteger(p)) throw new Error(`runsc ps: unreadable row '${row}'`);
-    return { pid: p, uid };
+    const cols = row.trim().split(/\s+/);
+    const [uid, p, ppid] = cols.slice(0, 3).map(Number);
+    if (!Number.isInteger(uid) || !Number.isInteger(p) || !Number.isInteger(ppid) || cols.length < 8)
+      throw new Error(`runsc ps: unreadable row '${row.slice(0, 200)}'`);
+    return { pid: p, ppid, uid, cmd: cols.slice(7).join(' ') };
   });
+}
+
+/** Sends signal `number` to task `task` of a gVisor container (pid as gVisor's kernel numbers it). */
+export async function signalTask(sandboxPid: number, containerId: string, task: number, number: number) {
+  const { runsc, root } = await sandboxOf(sandboxPid);
+  await run(runsc, [`--root=${root}`, 'kill', `--pid=${task}`, containerId, String(number)]);
 }
 
 /** Docker's name of the runtime a container of an environment must have been created with. */

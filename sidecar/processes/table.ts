@@ -30,6 +30,7 @@ import { DockerError, dockerMessage } from '../docker/errors.ts';
 import { checkCommand, exitCode, streamEnded } from '../docker/exec.ts';
 import { Demuxer } from '../docker/mux.ts';
 import type { OrphanRecords } from './orphans.ts';
+import { initialSize, type SandboxTask, SandboxTasks, signalSandboxTask, startExec } from './start.ts';
 import { type Chunk, OutputRing } from './ring.ts';
 
 /** Where output frames go: the host stream, while it is open. */
@@ -63,6 +64,8 @@ interface Proc {
   stdinOpen: boolean;
   /** Signals sent, by number, to name the one that ended it. */
   sent: Set<number>;
+  /** Under gVisor: the process in the sandbox, signalled there (sandboxed.ts). */
+  task: SandboxTask | null;
 }
 
 export class ProcessTable {
@@ -76,6 +79,7 @@ export class ProcessTable {
   #starting = new Map<string, number>();
   /** Every follower on the current stream, by id. */
   #followers = new Map<string, Proc>();
+  #sandboxed = new SandboxTasks();
 
   /** `records`: where each live process is noted, so the next svcd can kill what this one left. */
   constructor(
@@ -128,24 +132,13 @@ export class ProcessTable {
     if (c.state !== 'running')
       throw new DockerError(`start in service '${o.service}': its container is ${c.state}`);
     const tty = o.tty;
-    let exec: Docker.Exec;
-    let stream: Duplex;
+    let started: Awaited<ReturnType<typeof startExec>>;
     try {
-      exec = await engine.docker.getContainer(c.id).exec({
-        Cmd: o.cmd,
-        AttachStdin: o.stdin,
-        AttachStdout: true,
-        AttachStderr: true,
-        Tty: Boolean(tty),
-        User: o.user,
-        WorkingDir: o.cwd || undefined,
-        Env: Object.entries(o.env).map(([k, v]) => `${k}=${v}`),
-        ...(tty ? { ConsoleSize: [tty.rows, tty.cols] } : {}),
-      } as Docker.ExecCreateOptions);
-      stream = (await exec.start({ hijack: true, stdin: o.stdin, Tty: Boolean(tty) })) as unknown as Duplex;
+      started = await startExec(this.#sandboxed, engine.docker.getContainer(c.id), o);
     } catch (err) {
       throw new DockerError(`start in service '${o.service}': ${dockerMessage(err)}`);
     }
+    const { exec, stream, task } = started;
     const info: ProcessInfo = {
       pid: newId(PREFIX.process),
       service: o.service,
@@ -167,11 +160,14 @@ export class ProcessTable {
       followers: new Map(),
       stdinOpen: o.stdin,
       sent: new Set(),
+      task,
     };
     procs.set(info.pid, p);
     if (tty) {
       stream.on('data', (chunk: Buffer) => this.#output(p, 'stdout', chunk));
-      exec.resize({ h: tty.rows, w: tty.cols }).catch(() => {});
+      await initialSize(exec, tty).catch((err) =>
+        this.#log(`sizing ${info.pid}'s terminal: ${dockerMessage(err)}`),
+      );
     } else {
       const demux = new Demuxer((type, payload) =>
         this.#output(p, type === 2 ? 'stderr' : 'stdout', payload),
@@ -323,7 +319,11 @@ export class ProcessTable {
     if (!pid) throw new Error(`${PROCESS_REFUSED}: the engine reports no pid for ${o.pid}`);
     p.sent.add(number);
     try {
-      process.kill(pid, number);
+      if (p.task)
+        await signalSandboxTask(p.task, number).catch(async (err) => {
+          if ((await p.exec.inspect()).Running) throw err; // else it ended meanwhile, as ESRCH below
+        });
+      else process.kill(pid, number);
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'ESRCH')
         throw new Error(`signal ${o.pid}: ${(err as Error).message}`);

@@ -1,0 +1,127 @@
+// Starting a live process's exec. Its terminal size: Docker 20.10 ignores an exec's ConsoleSize, so
+// the size is set by a resize after the start, which the start waits for (retried while the engine
+// has no terminal to resize yet), so a process's first `stty size` sees it.
+//
+// Live processes in a gVisor container: what the engine reports as an exec's pid is then runsc's
+// exec proxy on the host, not the process: the proxy forwards the signals it can catch, but a
+// SIGKILL (or SIGSTOP) reaches only the proxy, and the process runs on inside the sandbox (seen
+// with runsc 0.0~20221219.0: after a KILL the engine reported exit 137 while `ps` in the container
+// still listed the process). So svcd finds the process in gVisor's own process table as it starts
+// (the one new top-level task named like its command) and signals it there (`runsc kill --pid`).
+import { basename } from 'node:path';
+import type { Duplex } from 'node:stream';
+import type Docker from 'dockerode';
+import type { Payloads } from '../../protocol/commands.ts';
+import { sleep } from '../../shared/concurrency.ts';
+import { sandboxProcesses, signalTask } from '../docker/gvisor.ts';
+import { GVISOR_DOCKER_RUNTIME } from '../docker/render.ts';
+
+/** A process inside a gVisor sandbox: the sandbox's host pid, its container, the task's pid there. */
+export interface SandboxTask {
+  sandboxPid: number;
+  containerId: string;
+  task: number;
+}
+
+type Inspected = { Id: string; State: { Pid: number }; HostConfig: { Runtime?: string } };
+
+/** One start at a time per gVisor container: a new task is told from the others by appearing. */
+export class SandboxTasks {
+  #tails = new Map<string, Promise<void>>();
+
+  /**
+   * For a gVisor container, runs `start` alone among this container's starts and returns the task
+   * it added once `running` says the exec runs (null when none or several could be it); `start`
+   * alone for any other container.
+   */
+  async start<T>(
+    info: Inspected,
+    cmd: string[],
+    start: () => Promise<T>,
+    running: (value: T) => Promise<boolean>,
+  ): Promise<{ value: T; task: SandboxTask | null }> {
+    if (info.HostConfig.Runtime !== GVISOR_DOCKER_RUNTIME || !info.State.Pid)
+      return { value: await start(), task: null };
+    const sandboxPid = info.State.Pid;
+    const tail = this.#tails.get(info.Id) ?? Promise.resolve();
+    let release = () => {};
+    const mine = new Promise<void>((r) => (release = r));
+    const next = tail.then(() => mine);
+    this.#tails.set(info.Id, next);
+    await tail;
+    try {
+      // Without gVisor's table (runsc gone, a sandbox that stopped) the process still starts,
+      // signalled through its proxy as before.
+      const table = () => sandboxProcesses(sandboxPid, info.Id).catch(() => null);
+      const before = await table();
+      const value = await start();
+      if (!before || !(await running(value))) return { value, task: null };
+      // gVisor's table names a task by its command's first 15 characters, as Linux does.
+      const name = basename(cmd[0] ?? '').slice(0, 15);
+      const seen = new Set(before.map((p) => p.pid));
+      const fresh = ((await table()) ?? []).filter((p) => !seen.has(p.pid) && p.ppid === 0 && p.cmd === name);
+      const task = fresh.length === 1 ? { sandboxPid, containerId: info.Id, task: fresh[0].pid } : null;
+      return { value, task };
+    } finally {
+      release();
+      if (this.#tails.get(info.Id) === next) this.#tails.delete(info.Id);
+    }
+  }
+}
+
+/** Signals a process found in a gVisor sandbox. */
+export const signalSandboxTask = (t: SandboxTask, number: number) =>
+  signalTask(t.sandboxPid, t.containerId, t.task, number);
+
+/** Whether an exec runs, once the engine reports its pid (a start under gVisor takes a moment). */
+async function runs(exec: Docker.Exec): Promise<boolean> {
+  for (let i = 0; i < 100; i++) {
+    const info = await exec.inspect();
+    if (info.Pid) return info.Running;
+    if (!info.Running && info.ExitCode !== null) return false; // it ended already
+    await sleep(50);
+  }
+  return false;
+}
+
+/** Creates and starts a live process's exec; under gVisor, with the task it is in the sandbox. */
+export async function startExec(tasks: SandboxTasks, container: Docker.Container, o: Payloads['proc.start']) {
+  const tty = o.tty;
+  const { value, task } = await tasks.start(
+    await container.inspect(),
+    o.cmd,
+    async () => {
+      const exec = await container.exec({
+        Cmd: o.cmd,
+        AttachStdin: o.stdin,
+        AttachStdout: true,
+        AttachStderr: true,
+        Tty: Boolean(tty),
+        User: o.user,
+        WorkingDir: o.cwd || undefined,
+        Env: Object.entries(o.env).map(([k, v]) => `${k}=${v}`),
+        ...(tty ? { ConsoleSize: [tty.rows, tty.cols] } : {}),
+      } as Docker.ExecCreateOptions);
+      const stream = (await exec.start({
+        hijack: true,
+        stdin: o.stdin,
+        Tty: Boolean(tty),
+      })) as unknown as Duplex;
+      return { exec, stream };
+    },
+    ({ exec }) => runs(exec),
+  );
+  return { ...value, task };
+}
+
+/** Sets a started exec's terminal size, retried a bounded number of times while the engine refuses. */
+export async function initialSize(exec: Docker.Exec, tty: { rows: number; cols: number }): Promise<void> {
+  for (let i = 0; ; i++) {
+    try {
+      return await exec.resize({ h: tty.rows, w: tty.cols });
+    } catch (err) {
+      if (i >= 40) throw err;
+      await sleep(50);
+    }
+  }
+}
