@@ -2,12 +2,15 @@
 // consistent on their own: Postgres CHECKPOINT (everything committed is in the data files),
 // Redis BGSAVE (a fresh dump.rdb), MySQL/MariaDB FLUSH TABLES. A database is recognised by the
 // processes its container runs (read from /proc: the sidecar shares the engine's pid namespace),
-// falling back to the image name when /proc says nothing. A failed checkpoint is an error.
+// falling back to the image name when /proc says nothing. Under gVisor the host's /proc shows only
+// the sandbox, so gVisor's own process table (`runsc ps`) is read instead. A failed checkpoint is an error.
 import { readFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ServiceRecord } from '../../protocol/spec.ts';
 import type { DockerEngine, ServiceContainer } from './engine.ts';
 import { CheckpointError, tail } from './errors.ts';
+import { sandboxProcesses } from './gvisor.ts';
+import { GVISOR_DOCKER_RUNTIME } from './render.ts';
 import { type ExecOptions, type ExecResult, execIn, processTree, statFields } from './exec.ts';
 
 export type DatabaseKind = 'postgres' | 'redis' | 'mysql';
@@ -62,6 +65,19 @@ async function processes(pid: number, scan: () => Promise<(root: number) => numb
   const below = (await scan())(pid);
   const rest = await Promise.all(below.map(proc));
   return { procs: [main, ...rest].filter((p) => p !== null), byMain: false };
+}
+
+/**
+ * What a gVisor container runs, from gVisor's process table: its process 1 first, then the rest
+ * (command names only: gVisor's table has no arguments). `byMain` as for processes(): process 1
+ * is the sandbox's first task for as long as the sandbox (the host pid kept) lives.
+ */
+async function sandboxed(pid: number, id: string) {
+  const table = await sandboxProcesses(pid, id);
+  const procs = table.sort((a, b) => a.pid - b.pid).map((p) => ({ comm: p.cmd, cmdline: p.cmd }));
+  const main = procs[0];
+  if (main && table[0].pid === 1 && classify(main)) return { procs: [main], byMain: true };
+  return { procs, byMain: false };
 }
 
 /** A process's start time (field 22 of /proc/<pid>/stat): with the pid, it names one process. */
@@ -151,7 +167,11 @@ async function recognise(
     (info.Config.Env ?? []).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
   );
   const pid = info.State.Pid;
-  const { procs, byMain } = pid ? await processes(pid, scan) : { procs: [], byMain: false };
+  const { procs, byMain } = !pid
+    ? { procs: [], byMain: false }
+    : info.HostConfig.Runtime === GVISOR_DOCKER_RUNTIME
+      ? await sandboxed(pid, id)
+      : await processes(pid, scan);
   let kind: DatabaseKind | undefined;
   let port: number | undefined;
   for (const p of procs) {
