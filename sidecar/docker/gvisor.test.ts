@@ -1,12 +1,13 @@
 // Registering runsc with the Docker daemon: the configuration keeps every key it had, gains runsc
-// under runtimes once (never replacing a runsc the operator configured), and a file that is not a
+// under runtimes once (never replacing a runsc the operator configured; an earlier svcd's entry,
+// without the shared root file system, is brought up to date), and a file that is not a
 // JSON object is refused rather than overwritten. A spec asking for gvisor on a host without it is
 // refused with the reason; the capabilities say which runtimes the host runs.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { checkCreatedRuntime, resolveRuntime, runscEntry, runtimeCapabilities, withRunsc } from './gvisor.ts';
 
-const entry = { path: '/usr/bin/runsc', runtimeArgs: ['--network=host'] };
+const entry = { path: '/usr/bin/runsc', runtimeArgs: ['--network=host', '--file-access=shared'] };
 
 describe('gVisor registration and runtime choice', () => {
   it('adds runsc to a missing, empty or existing configuration and keeps the other keys', () => {
@@ -21,16 +22,21 @@ describe('gVisor registration and runtime choice', () => {
 
   it('leaves a configured runsc alone and refuses a file that is not a JSON object', () => {
     assert.equal(withRunsc('{"runtimes": {"runsc": {"path": "/opt/runsc"}}}', entry), null);
+    assert.equal(withRunsc(JSON.stringify({ runtimes: { runsc: entry } }), entry), null);
+    const earlier = { runtimes: { runsc: { path: '/usr/bin/runsc', runtimeArgs: ['--network=host'] } } };
+    assert.deepEqual(JSON.parse(withRunsc(JSON.stringify(earlier), entry) as string), {
+      runtimes: { runsc: entry },
+    });
     assert.throws(() => withRunsc('[1]', entry), /not a JSON object/);
     assert.throws(() => withRunsc('{"runtimes": []}', entry), /runtimes is not an object/);
     assert.throws(() => withRunsc('{', entry));
   });
 
   it('registers with --network=host unless SVC_GVISOR_NETWORK says sandbox; nonsense is refused', () => {
-    assert.deepEqual(runscEntry('/r', {}).runtimeArgs, ['--network=host']);
+    assert.deepEqual(runscEntry('/r', {}).runtimeArgs, ['--network=host', '--file-access=shared']);
     assert.deepEqual(
       runscEntry('/r', { SVC_GVISOR_NETWORK: 'sandbox', SVC_GVISOR_PLATFORM: 'kvm' }).runtimeArgs,
-      ['--network=sandbox', '--platform=kvm'],
+      ['--network=sandbox', '--file-access=shared', '--platform=kvm'],
     );
     assert.throws(() => runscEntry('/r', { SVC_GVISOR_NETWORK: 'bridge' }), /must be host or sandbox/);
   });

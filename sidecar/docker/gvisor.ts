@@ -9,6 +9,12 @@
 // runsc with `--network=host` unless SVC_GVISOR_NETWORK=sandbox: the sandbox then uses the
 // container's own network namespace (Docker's veth on the stack's bridge, so svc's firewall rules
 // and the egress probe apply as under runc), through the host kernel's network stack.
+//
+// The root file system: runsc's default (`--file-access=exclusive`) lets gVisor assume nothing else
+// changes the container's root, so a file the engine writes there (the file API, uploads) stayed
+// invisible inside where gVisor had looked before (`/etc`), and the engine could read what gVisor
+// had not written back. svcd registers runsc with `--file-access=shared`, as volumes already are:
+// gVisor revalidates what it cached. An entry an earlier svcd wrote without it is brought up to date.
 import { execFile } from 'node:child_process';
 import { access, constants, readFile, readlink, rename, writeFile } from 'node:fs/promises';
 import { delimiter, join } from 'node:path';
@@ -68,19 +74,34 @@ function argValue(args: string[], flag: string, fallback: string): string {
   return found ? found.slice(found.indexOf('=') + 1) : fallback;
 }
 
+const SHARED_ROOT = '--file-access=shared';
+
+/** An entry an earlier svcd wrote: this one's path and arguments, without the shared root. */
+function earlierEntry(found: unknown, entry: { path: string; runtimeArgs: string[] }): boolean {
+  const f = found as { path?: unknown; runtimeArgs?: unknown } | null;
+  const args = entry.runtimeArgs.filter((a) => a !== SHARED_ROOT);
+  return (
+    f?.path === entry.path &&
+    Array.isArray(f.runtimeArgs) &&
+    f.runtimeArgs.length === args.length &&
+    args.every((a, i) => (f.runtimeArgs as unknown[])[i] === a)
+  );
+}
+
 /** The runtime entry svcd adds: runsc with the network mode (and platform) the environment asks for. */
 export function runscEntry(path: string, env = process.env): { path: string; runtimeArgs: string[] } {
   const network = env.SVC_GVISOR_NETWORK || 'host';
   if (network !== 'host' && network !== 'sandbox')
     throw new Error(`SVC_GVISOR_NETWORK: '${network}' must be host or sandbox`);
-  const args = [`--network=${network}`];
+  const args = [`--network=${network}`, SHARED_ROOT];
   if (env.SVC_GVISOR_PLATFORM) args.push(`--platform=${env.SVC_GVISOR_PLATFORM}`);
   return { path, runtimeArgs: args };
 }
 
 /**
- * The daemon configuration with runsc added under `runtimes`, every other key as it was. Null when
- * the text already names a `runsc` runtime. Throws on a file that is not a JSON object.
+ * The daemon configuration with runsc added under `runtimes` (or an earlier svcd's entry brought up
+ * to date), every other key as it was. Null when the text already names another `runsc` runtime
+ * (the operator's, used as it is) or this one. Throws on a file that is not a JSON object.
  */
 export function withRunsc(
   text: string | null,
@@ -94,7 +115,8 @@ export function withRunsc(
   const runtimes = conf.runtimes ?? {};
   if (typeof runtimes !== 'object' || runtimes === null || Array.isArray(runtimes))
     throw new Error("the Docker daemon configuration's runtimes is not an object");
-  if (GVISOR_DOCKER_RUNTIME in runtimes) return null;
+  const found = (runtimes as Record<string, unknown>)[GVISOR_DOCKER_RUNTIME];
+  if (found !== undefined && !earlierEntry(found, entry)) return null;
   conf.runtimes = { ...runtimes, [GVISOR_DOCKER_RUNTIME]: entry };
   return `${JSON.stringify(conf, null, 2)}\n`;
 }
@@ -132,7 +154,7 @@ async function register(docker: Docker, path: string, log: (m: string) => void, 
   const deadline = Date.now() + RELOAD_WAIT_MS;
   while (Date.now() < deadline) {
     const found = await registered(docker);
-    if (found) return found;
+    if (found && !earlierEntry(found, runscEntry(path, env))) return found;
     await sleep(200);
   }
   throw new Error(
@@ -153,7 +175,9 @@ export async function setUpRuntimes(
   const path = await findRunsc(env);
   if (!path) return { ...base, gvisor: null, problem: 'runsc is not installed (apt-get install runsc)' };
   try {
-    const entry = (await registered(docker)) ?? (await register(docker, path, log, env));
+    const found = await registered(docker);
+    const entry =
+      found && !earlierEntry(found, runscEntry(path, env)) ? found : await register(docker, path, log, env);
     const args = entry.runtimeArgs ?? [];
     const version =
       /runsc version (\S+)/.exec(await run(entry.path || path, ['--version']))?.[1] ?? 'unknown';

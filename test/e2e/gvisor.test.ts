@@ -1,50 +1,45 @@
 // The runtime matrix: the same rows, on real Docker through a real svcd, for a stack under runc and
 // the same stack under gVisor (`x-svc.runtime: gvisor`): deploy with egress denied and verified
-// from inside, exec and files, snapshot → fork independence → rollback, the disk limit, destroy
+// from inside, exec and files (tar uploads, and single files both ways in the root file system and
+// a volume), snapshot → fork independence → rollback, the disk limit, destroy
 // leaving nothing. svcd registers runsc with Docker itself when it is missing. The red-team row:
 // under gVisor, `uname -r` answers gVisor's kernel version, not the host's (the system call never
 // reaches the host kernel); under runc it is the host's.
 import assert from 'node:assert/strict';
 import { release } from 'node:os';
 import { after, before, describe, test } from 'node:test';
+import { Sandbox } from 'e2b';
 import type { Runtime } from '../../protocol/spec.ts';
-import { findRunsc } from '../../sidecar/docker/gvisor.ts';
+import { RUNTIME_METADATA } from '../../server/e2b/sandboxes.ts';
 import { BUSYBOX_IMAGE, ensureTestImages } from '../support/images.ts';
+import { gvisorSkip, RUNTIMES } from '../support/runtimes.ts';
 import { tarOf } from '../support/tar.ts';
 import { tier } from '../support/tiers.ts';
-import { createProgress, exec, finished, leftovers, primaryIp, type Real, startReal } from './real.ts';
+import {
+  bootApp,
+  createProgress,
+  exec,
+  finished,
+  leftovers,
+  primaryIp,
+  type Real,
+  startReal,
+} from './real.ts';
 
 const stack = (runtime: Runtime) => `
 services:
-  app:
-    image: ${BUSYBOX_IMAGE}
-    command: ["sh", "-c", "trap 'exit 0' TERM; [ -f /data/boot ] || echo first > /data/boot; while :; do sleep 1; done"]
-    volumes: [data:/data]
-    healthcheck:
-      test: ["CMD", "test", "-f", "/data/boot"]
-      interval: 1s
-      retries: 60
-volumes:
+${bootApp(BUSYBOX_IMAGE)}volumes:
   data: {}
 x-svc.runtime: ${runtime}
 x-svc.disk_mb: 48
 `;
 
-/** gVisor rows need runsc on the machine (CI installs it); without it they are skipped loudly. */
-async function gvisorSkip(): Promise<false | string> {
-  if (await findRunsc()) return false;
-  const msg = '*** GVISOR ROWS SKIPPED: runsc is not installed (apt-get install runsc) ***';
-  if ((process.env.SVC_REQUIRE_TIERS ?? '').includes('docker')) throw new Error(msg);
-  process.stderr.write(`${msg}\n`);
-  return msg;
-}
-
 describe('the runtime matrix on real Docker', { skip: tier('docker') }, async () => {
-  const skipGvisor = tier('docker') ? false : await gvisorSkip();
+  const skipGvisor = await gvisorSkip();
   let r: Real;
   before(async () => {
     await ensureTestImages();
-    r = await startReal();
+    r = await startReal({ env: { SVC_E2B_ADDR: '127.0.0.1:0' } });
   });
   after(async () => r?.close());
 
@@ -66,7 +61,32 @@ describe('the runtime matrix on real Docker', { skip: tier('docker') }, async ()
     assert.notEqual(out.stdout.trim(), release());
   });
 
-  for (const runtime of ['runc', 'gvisor'] as const) {
+  test('the E2B SDK takes the runtime from metadata svc.runtime; a bad value is a 400', {
+    skip: skipGvisor,
+  }, async () => {
+    const url = r.t.server.e2b?.url ?? '';
+    const opts = { apiUrl: url, sandboxUrl: url, apiKey: r.t.key, requestTimeoutMs: 300_000 };
+    const kernels: Record<string, string> = {};
+    for (const runtime of RUNTIMES) {
+      const s = await Sandbox.create(BUSYBOX_IMAGE, { ...opts, metadata: { [RUNTIME_METADATA]: runtime } });
+      const env = await r.t.server.ctx.db.get<{ id: string }>('SELECT id FROM environments WHERE name = ?', [
+        s.sandboxId,
+      ]);
+      kernels[runtime] = (await exec(r.t, env!.id, 'main', ['uname', '-r'])).stdout.trim();
+      await s.files.write('/work/hello.txt', 'hello');
+      assert.equal(await s.files.read('/work/hello.txt'), 'hello');
+      assert.deepEqual((await Sandbox.getInfo(s.sandboxId, opts)).metadata, { [RUNTIME_METADATA]: runtime });
+      await s.kill();
+    }
+    assert.equal(kernels.runc, release());
+    assert.notEqual(kernels.gvisor, release(), 'gVisor answers uname itself');
+    await assert.rejects(
+      Sandbox.create(BUSYBOX_IMAGE, { ...opts, metadata: { [RUNTIME_METADATA]: 'kata' } }),
+      /svc\.runtime must be runc or gvisor/,
+    );
+  });
+
+  for (const runtime of RUNTIMES) {
     describe(`under ${runtime}`, { skip: runtime === 'gvisor' ? skipGvisor : false }, () => {
       let env: string;
       let phases: any[];
@@ -122,6 +142,27 @@ describe('the runtime matrix on real Docker', { skip: tier('docker') }, async ()
         });
         assert.equal(put.status, 200, await put.clone().text());
         assert.equal((await exec(r.t, env, 'app', ['cat', '/data/in/hello.txt'])).stdout, 'hello\n');
+      });
+
+      test('single files both ways: the API writes what runs inside reads, and reads what it wrote', async () => {
+        const fs = (method: string, path: string, body?: string) =>
+          fetch(`${r.t.url}/v1/envs/${env}/fs?service=app&path=${encodeURIComponent(path)}`, {
+            method,
+            headers: { authorization: `Bearer ${r.t.key}` },
+            body,
+          });
+        // /etc was looked at by the container as it started: a cached view would hide the new file.
+        for (const path of ['/etc/svc-put', '/data/svc-put']) {
+          const put = await fs('PUT', path, `put ${path}\n`);
+          assert.equal(put.status, 201, await put.text());
+          assert.equal((await exec(r.t, env, 'app', ['cat', path])).stdout, `put ${path}\n`);
+        }
+        await exec(r.t, env, 'app', ['sh', '-c', 'echo inside > /etc/svc-in; echo again > /etc/svc-put']);
+        assert.equal(await (await fs('GET', '/etc/svc-in')).text(), 'inside\n');
+        assert.equal(await (await fs('GET', '/etc/svc-put')).text(), 'again\n');
+        assert.equal((await fs('DELETE', '/etc/svc-in')).status, 204);
+        assert.match((await exec(r.t, env, 'app', ['ls', '/etc'])).stdout, /svc-put/);
+        assert.doesNotMatch((await exec(r.t, env, 'app', ['ls', '/etc'])).stdout, /svc-in/);
       });
 
       test('snapshot (freeze) → fork is an independent copy → rollback restores', async () => {
