@@ -2,11 +2,15 @@
 // `POST /v1/sandboxes {image}`), a healthy version `ver_…` (a fork of its whole stack, a warm-pool
 // member when it has one) or `<project>/<env>` (its current version); `base` is the configured
 // default. The sandbox is the environment named by its id; killing it destroys the environment.
+// E2B's create has no runtime field: the metadata key `svc.runtime` (runc or gvisor) names it, as
+// `runtime` does for POST /v1/sandboxes; the team's runtime policy applies either way.
 import type { E2bNewSandboxT, E2bSandboxT } from '../../protocol/e2b.ts';
 import { newId, newSecret } from '../../protocol/ids.ts';
+import { isRuntime, type Runtime } from '../../protocol/spec.ts';
 import type { AppContext } from '../context.ts';
 import { getDeployment } from '../deployments/store.ts';
 import { destroy, snapshot } from '../envs/lifecycle.ts';
+import { checkAskedUnderPolicy } from '../envs/runtime-policy.ts';
 import * as envStore from '../envs/store.ts';
 import { BadRequest, Conflict, NotFound, SvcError, Upstream } from '../errors.ts';
 import type { Caller } from '../identity/auth.ts';
@@ -36,6 +40,9 @@ export const KEEPER = ['sh', '-c', "trap 'exit 0' TERM; while :; do sleep 3600 &
 /** How a host says it does not have an image and cannot get it (Docker's and the compose tool's words). */
 const IMAGE_MISSING =
   /pull access denied|no such image|manifest unknown|manifest for .* not found|repository does not exist|not found: manifest|failed to resolve reference|no such host|i\/o timeout|dial tcp/i;
+
+/** The metadata key an E2B create names its runtime with. */
+export const RUNTIME_METADATA = 'svc.runtime';
 
 type Resolved = { req: SandboxRequest; project: () => Promise<string | undefined>; image: boolean };
 
@@ -85,11 +92,13 @@ export class E2bSandboxes {
 
   /** Starts the sandbox and waits until it is healthy (E2B answers create once it runs). */
   async create(caller: Caller, body: E2bNewSandboxT, shown = body.templateID): Promise<E2bSandboxT> {
+    const runtime = await this.#runtime(caller, body.metadata?.[RUNTIME_METADATA]);
     const resolved = await this.#resolve(caller, body.templateID);
     const id = newId('sbx').toLowerCase();
     const req: SandboxRequest = {
       ...resolved.req,
       name: id,
+      ...(runtime ? { runtime } : {}),
       ...(resolved.image
         ? { env: body.envVars ?? {}, egress: body.allow_internet_access === false ? 'deny' : 'allow' }
         : {}),
@@ -119,6 +128,20 @@ export class E2bSandboxes {
       end_at: isoIn(body.timeout ?? DEFAULT_TIMEOUT_SEC),
     });
     return this.#answer(id, shown, token);
+  }
+
+  /**
+   * The runtime `svc.runtime` names, checked here (a refusal is a 400 naming the key, not an
+   * unknown template): a value other than runc or gvisor, or one the team's policy forbids.
+   */
+  async #runtime(caller: Caller, asked: string | undefined): Promise<Runtime | undefined> {
+    if (asked === undefined) return undefined;
+    if (!isRuntime(asked))
+      throw new BadRequest(
+        `metadata ${RUNTIME_METADATA} must be runc or gvisor, not '${asked.slice(0, 50)}'`,
+      );
+    await checkAskedUnderPolicy(this.#ctx.engine.deps.requiredRuntime, caller.teamId, asked);
+    return asked;
   }
 
   /** A create that failed leaves nothing: its environment, when one was made, is destroyed. */

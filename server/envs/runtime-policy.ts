@@ -46,3 +46,14 @@ export async function checkForkUnderPolicy(
   if (required && spec.runtime !== required)
     throw new BadRequest(refusal(`this version runs under ${spec.runtime ?? "the host's default runtime"}`));
 }
+
+/** A runtime a request names (an E2B create's metadata), checked against the team's policy first. */
+export async function checkAskedUnderPolicy(
+  policy: RequiredRuntime | undefined,
+  teamId: string,
+  asked: Runtime | undefined,
+): Promise<void> {
+  const required = policy ? await policy(teamId) : null;
+  if (required && asked !== undefined && asked !== required)
+    throw new BadRequest(refusal(`the request asks for runtime ${asked}`));
+}

@@ -10,6 +10,7 @@ import type { Queryable } from '../db/types.ts';
 import { type Deployment, getDeployment } from '../deployments/store.ts';
 import { checkCount, fanOutNames, fanOutVersion } from '../envs/fan-out.ts';
 import { assertSnapshot, deploySpec, forkVersion, freeName, type Started } from '../envs/lifecycle.ts';
+import { checkForkUnderPolicy } from '../envs/runtime-policy.ts';
 import * as envStore from '../envs/store.ts';
 import { BadRequest, NotFound, SvcError, Timeout, Upstream } from '../errors.ts';
 import type { Caller } from '../identity/auth.ts';
@@ -91,6 +92,8 @@ async function claimWarm(ctx: AppContext, caller: Caller, req: SandboxRequest, p
   if (req.from_version === undefined || req.image !== undefined || req.runtime || pin) return null;
   const v = await envStore.getVersion(ctx.db, caller.teamId, req.from_version);
   if (!v?.Healthy || !v.Snapshot) return null; // start() says why
+  // A member forked before the team's policy changed is handed out only if a fork would be made.
+  await checkForkUnderPolicy(ctx.engine.deps.requiredRuntime, caller.teamId, v.Spec);
   const warm = await ctx.pool.claim(caller, v, req.name);
   poolClaim.publish({ warm: warm !== null });
   return warm;

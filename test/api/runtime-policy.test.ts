@@ -1,9 +1,11 @@
 // The operator's runtime policy (SVC_GVISOR_TEAMS): a named team's spec that asks for runc is a 400
 // that records nothing; one that leaves the runtime out is recorded as gvisor, and placement sends
-// it only to a host that runs gvisor (none here, so the place phase says so). Image sandboxes take
-// the same choice; a team that is not named deploys runc as before.
+// it only to a host that runs gvisor (none here, so the place phase says so). Image sandboxes and
+// E2B creates (metadata `svc.runtime`, through the real `e2b` SDK) take the same choice; a team
+// that is not named deploys runc as before.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import { Sandbox } from 'e2b';
 import { NO_GVISOR_HOST } from '../../server/deployments/placement.ts';
 import { finished } from '../e2e/real.ts';
 import { forEachDialect, startTestServer, type TestServer } from '../support/server.ts';
@@ -13,7 +15,10 @@ const compose = (tail: string) => `services:\n  app:\n    image: busybox:1\n${ta
 forEachDialect('runtime policy', (dialect) => {
   let t: TestServer;
   before(async () => {
-    t = await startTestServer(dialect, { SVC_GVISOR_TEAMS: 'someone-else, default' });
+    t = await startTestServer(dialect, {
+      SVC_GVISOR_TEAMS: 'someone-else, default',
+      SVC_E2B_ADDR: '127.0.0.1:0',
+    });
     assert.equal((await t.req('POST', '/v1/projects', { body: { name: 'p' } })).status, 201);
   });
   after(() => t?.close());
@@ -42,6 +47,28 @@ forEachDialect('runtime policy', (dialect) => {
     assert.equal(versions.body.versions.at(-1).Spec.runtime, 'gvisor');
     assert.equal(out.deployment.Status, 'failed');
     assert.equal(out.deployment.Error, `place: ${NO_GVISOR_HOST}`);
+  });
+
+  test('an E2B create asking for runc in its metadata is refused; one naming none is recorded as gvisor', async () => {
+    const url = t.server.e2b?.url ?? '';
+    const opts = { apiUrl: url, sandboxUrl: url, apiKey: t.key, requestTimeoutMs: 60_000 };
+    const envs = () => t.server.ctx.db.all<{ id: string }>('SELECT id FROM environments');
+    const before = await envs();
+    await assert.rejects(
+      Sandbox.create('busybox:1', { ...opts, metadata: { 'svc.runtime': 'runc' } }),
+      /must run environments under gvisor .*asks for runtime runc/,
+    );
+    await assert.rejects(
+      Sandbox.create('busybox:1', { ...opts, metadata: { 'svc.runtime': 'kata' } }),
+      /svc\.runtime must be runc or gvisor/,
+    );
+    assert.deepEqual(await envs(), before, 'a refused create records nothing');
+    // No host runs gvisor here: the create fails at placement, after recording the spec.
+    await assert.rejects(Sandbox.create('busybox:1', opts));
+    const spec = await t.server.ctx.db.get<{ spec: string }>(
+      'SELECT spec FROM versions ORDER BY created_at DESC',
+    );
+    assert.equal(JSON.parse(spec?.spec ?? '{}').runtime, 'gvisor');
   });
 
   test('a sandbox runtime other than runc or gvisor is a 400', async () => {
