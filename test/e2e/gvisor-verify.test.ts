@@ -5,8 +5,8 @@
 import assert from 'node:assert/strict';
 import { release } from 'node:os';
 import { after, before, describe, test } from 'node:test';
-import { findRunsc } from '../../sidecar/docker/gvisor.ts';
 import { BUSYBOX_IMAGE, ensureTestImages } from '../support/images.ts';
+import { runtimeRows } from '../support/runtimes.ts';
 import { tier } from '../support/tiers.ts';
 import { agentStack, exec, finished, type Real, startReal } from './real.ts';
 
@@ -23,7 +23,7 @@ x-svc.verifier:
   );
 
 describe('the runtime matrix: verify', { skip: tier('docker') }, async () => {
-  const skipGvisor = tier('docker') || (await findRunsc()) ? false : '*** GVISOR ROWS SKIPPED: no runsc ***';
+  const rows = await runtimeRows();
   let r: Real;
   before(async () => {
     await ensureTestImages();
@@ -31,9 +31,9 @@ describe('the runtime matrix: verify', { skip: tier('docker') }, async () => {
   });
   after(async () => r?.close());
 
-  for (const runtime of ['runc', 'gvisor'] as const) {
+  for (const { runtime, skip } of rows) {
     test(`under ${runtime}: the answer grades 1 from the frozen copy; a planted symlink is refused`, {
-      skip: runtime === 'gvisor' ? skipGvisor : false,
+      skip,
     }, async () => {
       const project = `v-${runtime}`;
       await r.t.req('POST', '/v1/projects', { body: { name: project, kind: 'agent' } });

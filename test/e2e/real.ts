@@ -217,6 +217,20 @@ async function destroyAll(t: TestServer, real: Real): Promise<void> {
 /** A shell loop that ends promptly on SIGTERM, as a compose command. */
 export const IDLE_COMMAND = `["sh", "-c", "trap 'exit 0' TERM; while :; do sleep 1; done"]`;
 
+/**
+ * Service `app` of the e2e stacks (`image`, indented under `services:`): it records its first
+ * boot on volume `data` (the stack declares it) and is healthy once it has.
+ */
+export const bootApp = (image: string) => `  app:
+    image: ${image}
+    command: ["sh", "-c", "trap 'exit 0' TERM; [ -f /data/boot ] || echo first > /data/boot; while :; do sleep 1; done"]
+    volumes: [data:/data]
+    healthcheck:
+      test: ["CMD", "test", "-f", "/data/boot"]
+      interval: 1s
+      retries: 60
+`;
+
 /** The agent stack of the e2e suites (agent main as 1000:1000 on volume work, a root checker), plus `tail`. */
 export const agentStack = (image: string, tail: string) => `
 services:

@@ -7,19 +7,20 @@ import { after, before, describe, test } from 'node:test';
 import tar from 'tar-stream';
 import { BUSYBOX_IMAGE, ensureTestImages } from '../support/images.ts';
 import { tier } from '../support/tiers.ts';
-import { createProgress, exec, finished, leftovers, primaryIp, type Real, startReal } from './real.ts';
+import {
+  bootApp,
+  createProgress,
+  exec,
+  finished,
+  leftovers,
+  primaryIp,
+  type Real,
+  startReal,
+} from './real.ts';
 
 const STACK = `
 services:
-  app:
-    image: ${BUSYBOX_IMAGE}
-    command: ["sh", "-c", "trap 'exit 0' TERM; [ -f /data/boot ] || echo first > /data/boot; while :; do sleep 1; done"]
-    volumes: [data:/data]
-    healthcheck:
-      test: ["CMD", "test", "-f", "/data/boot"]
-      interval: 1s
-      retries: 30
-  side:
+${bootApp(BUSYBOX_IMAGE)}  side:
     image: ${BUSYBOX_IMAGE}
     command: ["sh", "-c", "trap 'exit 0' TERM; while :; do sleep 1; done"]
     depends_on:
