@@ -9,9 +9,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { ServiceRecord } from '../../protocol/spec.ts';
 import type { DockerEngine, ServiceContainer } from './engine.ts';
 import { CheckpointError, tail } from './errors.ts';
+import { type ExecOptions, type ExecResult, execIn, processTree, statFields } from './exec.ts';
 import { sandboxProcesses } from './gvisor.ts';
 import { GVISOR_DOCKER_RUNTIME } from './render.ts';
-import { type ExecOptions, type ExecResult, execIn, processTree, statFields } from './exec.ts';
 
 export type DatabaseKind = 'postgres' | 'redis' | 'mysql';
 

@@ -30,8 +30,8 @@ import { DockerError, dockerMessage } from '../docker/errors.ts';
 import { checkCommand, exitCode, streamEnded } from '../docker/exec.ts';
 import { Demuxer } from '../docker/mux.ts';
 import type { OrphanRecords } from './orphans.ts';
-import { initialSize, type SandboxTask, SandboxTasks, signalSandboxTask, startExec } from './start.ts';
 import { type Chunk, OutputRing } from './ring.ts';
+import { initialSize, type SandboxTask, SandboxTasks, signalSandboxTask, startExec } from './start.ts';
 
 /** Where output frames go: the host stream, while it is open. */
 export interface OutputLink {

@@ -111,9 +111,9 @@ describe('live processes on real Docker', { skip: tier('docker') }, async () => 
         assert.equal(killed.status, 204, JSON.stringify(killed.body));
         await s.until(ended);
         assert.deepEqual(s.end(), { type: 'end', exit_code: 137, signal: 'KILL' });
-    // The process itself is gone, not only what the engine reports (under gVisor the engine's pid
-    // is runsc's proxy, which a KILL ends while the process would run on in the sandbox).
-    assert.doesNotMatch((await exec(r.t, env, 'app', ['ps', '-o', 'args'])).stdout, /sleep 1000/);
+        // The process itself is gone, not only what the engine reports (under gVisor the engine's pid
+        // is runsc's proxy, which a KILL ends while the process would run on in the sandbox).
+        assert.doesNotMatch((await exec(r.t, env, 'app', ['ps', '-o', 'args'])).stdout, /sleep 1000/);
         const after = await r.t.req('GET', `/v1/envs/${env}/processes/${pid}`);
         assert.equal(after.body.status, 'exited');
         // Signalling it again is a 409; an unknown pid is a 404 on every route.
