@@ -37,3 +37,13 @@ test('a million one-byte chunks hold no more memory than the bound', () => {
   assert.equal(gap?.to, chunks[0].seq - 1);
   assert.equal(chunks.at(-1)?.seq, 1_000_000);
 });
+
+test('dropped chunks are let go at once: 100 MiB through a 1 MiB ring references about 1 MiB', () => {
+  const max = 1024 * 1024;
+  const ring = new OutputRing(max);
+  // 64 KiB frames, as a flood arrives; compaction alone would keep up to 1,024 of them referenced.
+  for (let seq = 1; seq <= 1600; seq++) ring.push(chunk(seq, 64 * 1024));
+  assert.ok(ring.bytes <= max);
+  assert.ok(ring.referencedBytes <= max, `${ring.referencedBytes} bytes still referenced`);
+  assert.equal(ring.after(0).chunks.at(-1)?.seq, 1600);
+});

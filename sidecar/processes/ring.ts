@@ -12,7 +12,8 @@ export interface Chunk {
 const CHUNK_OVERHEAD = 64;
 
 export class OutputRing {
-  #chunks: Chunk[] = [];
+  /** Dropped chunks leave `null` behind (up to the next compaction), never their data. */
+  #chunks: (Chunk | null)[] = [];
   #head = 0;
   #bytes = 0;
   /** The highest sequence number the ring has dropped (0: none). */
@@ -31,7 +32,10 @@ export class OutputRing {
     this.#chunks.push(c);
     this.#bytes += c.data.length + CHUNK_OVERHEAD;
     while (this.#bytes > this.max && this.#head < this.#chunks.length) {
-      const old = this.#chunks[this.#head++];
+      const old = this.#chunks[this.#head] as Chunk;
+      // The slot lets go of the chunk now: until the next compaction (up to 1,024 drops later)
+      // it would otherwise hold up to 1,024 frames of 64 KiB past the bound, per process.
+      this.#chunks[this.#head++] = null;
       this.#bytes -= old.data.length + CHUNK_OVERHEAD;
       this.droppedTo = old.seq;
     }
@@ -46,8 +50,17 @@ export class OutputRing {
   after(since: number): { gap: { from: number; to: number } | null; chunks: Chunk[] } {
     const gap = this.droppedTo > since ? { from: since + 1, to: this.droppedTo } : null;
     const chunks: Chunk[] = [];
-    for (let i = this.#head; i < this.#chunks.length; i++)
-      if (this.#chunks[i].seq > since) chunks.push(this.#chunks[i]);
+    for (let i = this.#head; i < this.#chunks.length; i++) {
+      const c = this.#chunks[i] as Chunk;
+      if (c.seq > since) chunks.push(c);
+    }
     return { gap, chunks };
+  }
+
+  /** Output bytes the ring still references, dropped chunks included (what it keeps from the GC). */
+  get referencedBytes(): number {
+    let n = 0;
+    for (const c of this.#chunks) n += c?.data.length ?? 0;
+    return n;
   }
 }
