@@ -39,11 +39,7 @@ export interface AppContext {
    * are read once and are right on every replica.
    */
   versionServices: Facts<string[]>;
-  /**
-   * Console sign-ins waiting for the code host's redirect. Held by this process: with several
-   * replicas the callback must reach the replica that started the sign-in (or the start is
-   * repeated: an unknown state is a clear 400 that says to start again).
-   */
+  /** Console sign-ins waiting for the code host's redirect (in the database: any replica finishes one). */
   oauthStates: OAuthStates;
   /** Bounds the webhook bodies read at once (per process, so per replica). */
   webhookIntake: WebhookIntake;

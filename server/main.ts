@@ -2,9 +2,11 @@
 // stream, and shut down cleanly. The lifecycle is explicit: starting → serving → stopping → stopped.
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyBaseLogger } from 'fastify';
+import { newId } from '../protocol/ids.ts';
 import { Facts } from '../shared/facts.ts';
 import { type Fault, Faults, guard } from '../shared/faults.ts';
 import { SecretBox } from './clouds/secret-box.ts';
+import { Lease } from './cluster/leases.ts';
 import { OAuthStates } from './codehost/oauth.ts';
 import { WebhookIntake } from './codehost/webhook-intake.ts';
 import { type Config, ConfigError, devLoginWarning, localUrl, parseConfig } from './config/config.ts';
@@ -24,11 +26,11 @@ import type { Lifecycle } from './http/readiness.ts';
 import { Authenticator, installAuth } from './identity/auth.ts';
 import { bootstrap } from './identity/store.ts';
 import { createOrchestrator, type Orchestrator, type OrchestratorOptions } from './orchestrator.ts';
-import { WarmPool } from './pool/pool.ts';
+import { REFILL_LEASE, REFILL_LEASE_MS, WarmPool } from './pool/pool.ts';
 import { processUpgrades } from './processes/ws.ts';
 import { createDrivers, createProvisioners } from './providers/index.ts';
 import { registerRoutes } from './routes.ts';
-import { UploadSweeper } from './uploads/sweep.ts';
+import { SWEEP_LEASE, SWEEP_LEASE_MS, UploadSweeper } from './uploads/sweep.ts';
 
 export const VERSION = process.env.SVC_BUILD_VERSION || 'dev';
 export const SHUTDOWN_WAIT_MS = 10_000;
@@ -55,6 +57,10 @@ export interface Server {
   url: string;
   /** The E2B-compatible listener (SVC_E2B_ADDR), when on. */
   e2b: (E2bServer & { url: string }) | null;
+  /** This process among the control-plane replicas on one database: the holder of its leases. */
+  replicaId: string;
+  /** The uploads sweep (runs on the replica holding its lease). */
+  sweeper: UploadSweeper;
   state(): Lifecycle;
   close(): Promise<void>;
 }
@@ -72,6 +78,8 @@ export interface StartOptions {
 
 export async function startServer(config: Config, opts: StartOptions = {}): Promise<Server> {
   let state: Lifecycle = 'starting';
+  // Names this process as the holder of leases (one replica at a time runs a periodic job).
+  const replicaId = newId('rep_');
   const logger =
     opts.logger ?? ({ level: config.verbose ? 'debug' : 'info' } as unknown as FastifyBaseLogger);
   const secrets = SecretBox.load(config.secretsKey, config.db);
@@ -96,6 +104,8 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   }
   const auth = new Authenticator(db);
   const events = new EventBus(db);
+  // Known once listening: where the other replicas reach this one unless SVC_REPLICA_URL says.
+  let listening = '';
   const orch: Orchestrator = createOrchestrator(db, config, app.log, {
     consumeJoinToken: async (q, token) => {
       const r = await consumeJoinToken(q, token);
@@ -107,6 +117,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     drivers: createDrivers(db, secrets),
     provisioners: createProvisioners(secrets),
     events,
+    replicaUrl: () => config.replicaUrl || listening,
     ...opts.orchestrator,
   });
   // The warm pool works through the context it is a member of; built right after it.
@@ -125,7 +136,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     secrets,
     faults,
     versionServices: new Facts<string[]>(VERSION_SERVICES_MAX),
-    oauthStates: new OAuthStates(),
+    oauthStates: new OAuthStates(db),
     webhookIntake: new WebhookIntake(),
     get pool() {
       if (!pool) throw new Error('the warm pool is read before the context was built');
@@ -133,13 +144,19 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     },
     processes: orch.processes,
   };
-  pool = new WarmPool(ctx);
+  pool = new WarmPool(ctx, new Lease(db, REFILL_LEASE, replicaId, REFILL_LEASE_MS));
   installCors(app, config.consoleUrl);
-  await installRateLimits(app, httpLimits(opts.limits));
+  await installRateLimits(app, httpLimits(opts.limits), db);
   installAuth(app, auth);
   orch.blobs.routes(app);
   await registerRoutes(app, ctx);
-  const sweeper = new UploadSweeper(db, config.uploadsDir, config.uploadsGraceMs, app.log);
+  const sweeper = new UploadSweeper(
+    db,
+    config.uploadsDir,
+    config.uploadsGraceMs,
+    app.log,
+    new Lease(db, SWEEP_LEASE, replicaId, SWEEP_LEASE_MS),
+  );
   const { recovered, failedCommands } = await orch.start(app.server, processUpgrades(ctx, app.log));
   if (recovered || failedCommands) {
     app.log.warn({ recovered, failedCommands }, 'finished work a previous process left running');
@@ -148,6 +165,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   const addr = app.server.address();
   const port = typeof addr === 'object' && addr ? addr.port : config.port;
   const url = localUrl(config.host, port);
+  listening = url;
   const e2b = config.e2b ? await listenE2b(ctx, config.e2b, logger, opts.limits) : null;
   state = 'serving';
   sweeper.start(config.uploadsSweepMs);
@@ -183,7 +201,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     })();
     return closing;
   };
-  return { app, ctx, orchestrator: orch, url, e2b, state: () => state, close };
+  return { app, ctx, orchestrator: orch, url, e2b, replicaId, sweeper, state: () => state, close };
 }
 
 /** The E2B-compatible surface on its own address, sharing the context. */

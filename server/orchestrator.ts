@@ -33,6 +33,8 @@ export interface OrchestratorOptions {
   drivers?: Map<string, Driver>;
   /** Where committed events go live (the context's EventBus); without it, streams poll for them. */
   events?: LiveEvents;
+  /** Where the other control-plane replicas reach this one (blobs parked here are relayed to it). */
+  replicaUrl?: () => string;
 }
 
 export interface Orchestrator {
@@ -69,8 +71,13 @@ export function createOrchestrator(
   const processes = new ProcessStreams(dispatcher, log);
   hub.on('output', (o) => processes.output(o));
   hub.on('gone', (g) => processes.gone(g));
-  // Blob bytes live in this process: their URLs lead to this replica, not the load balancer.
-  const blobs = new Blobs(() => config.replicaUrl || config.publicUrl);
+  // Blob bytes live in this process: their URLs lead to this replica (SVC_REPLICA_URL), not the
+  // load balancer; a host's request that reaches another replica anyway is relayed here.
+  const blobs = new Blobs(
+    db,
+    () => config.replicaUrl || config.publicUrl,
+    opts.replicaUrl ?? (() => config.replicaUrl),
+  );
   const targets = new CommandTargets(db, hub);
   const deps: OrchestratorDeps = {
     db,

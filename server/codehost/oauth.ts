@@ -1,20 +1,24 @@
 // Console sign-in through the code host (spec "GET /auth/codehost/start" and "/callback", process
-// rule 2): a `state` held in memory for 10 minutes binds the callback to its start and to the
-// return URL, which must be the console origin or a loopback URL. The callback exchanges the code,
+// rule 2): a `state` kept for 10 minutes binds the callback to its start and to the return URL,
+// which must be the console origin or a loopback URL. States live in the database (as sha256
+// hashes), so the callback may reach any control-plane replica, not only the one that started it. The callback exchanges the code,
 // reads the user and their verified e-mail, signs them in and ends at `<return>#token=<session>`.
 // The user's code-host token is kept sealed for linking installations (user-token.ts).
 import { randomBytes } from 'node:crypto';
+import { dropExpired } from '../cluster/store.ts';
 import type { Config } from '../config/config.ts';
 import type { Db } from '../db/types.ts';
 import { BadRequest, Upstream } from '../errors.ts';
+import { hashSecret, sameHash } from '../identity/secrets.ts';
 import { signInWithCodehost } from '../identity/user-store.ts';
 import { consoleUrl, requireSignIn } from './codehost.ts';
 import { call, type GitHub } from './github.ts';
+import { deleteOAuthState, expireOAuthStates, insertOAuthState, oauthState } from './store.ts';
 import type { Exchanged, UserTokens } from './user-token.ts';
 
 export const STATE_TTL_MS = 10 * 60 * 1000;
-/** States waiting for their callback; past this many the oldest go first (memory stays bounded). */
-const MAX_STATES = 10_000;
+/** Expired states deleted per start: the table stays as small as the sign-ins of 10 minutes. */
+const CLEANUP_BATCH = 100;
 const SCOPES = 'read:user user:email';
 
 const LOOPBACK = new Set(['localhost', '127.0.0.1', '[::1]']);
@@ -38,42 +42,57 @@ export function returnUrl(config: Config, given: string | undefined): string {
 }
 
 export class OAuthStates {
-  #states = new Map<string, { returnTo: string; expires: number }>();
+  readonly #db: Db;
 
-  create(returnTo: string): string {
+  constructor(db: Db) {
+    this.#db = db;
+  }
+
+  async create(returnTo: string): Promise<string> {
     const state = randomBytes(24).toString('base64url');
-    if (this.#states.size >= MAX_STATES) this.#states.delete(this.#states.keys().next().value as string);
-    this.#states.set(state, { returnTo, expires: Date.now() + STATE_TTL_MS });
+    const at = Date.now();
+    await dropExpired(
+      this.#db,
+      'oauth_states',
+      'state_hash',
+      'expires_at',
+      new Date(at).toISOString(),
+      CLEANUP_BATCH,
+    );
+    await insertOAuthState(this.#db, hashSecret(state), returnTo, new Date(at + STATE_TTL_MS).toISOString());
     return state;
   }
 
   /** The return URL of a live state, which is used up; 400 for an unknown or expired one. */
-  take(state: string | undefined): string {
-    const found = state ? this.#states.get(state) : undefined;
-    if (state) this.#states.delete(state);
-    if (!found) throw new BadRequest('unknown sign-in state: start again at /auth/codehost/start');
-    if (found.expires <= Date.now())
+  async take(state: string | undefined): Promise<string> {
+    const hash = state && state.length <= 256 ? hashSecret(state) : '';
+    const found = hash ? await oauthState(this.#db, hash) : undefined;
+    // Used up by whoever deletes it: of two callbacks racing on two replicas, one gets on.
+    const taken =
+      found !== undefined && sameHash(found.state_hash, hash) && (await deleteOAuthState(this.#db, hash));
+    if (!found || !taken) throw new BadRequest('unknown sign-in state: start again at /auth/codehost/start');
+    if (Date.parse(found.expires_at) <= Date.now())
       throw new BadRequest('sign-in state expired: start again at /auth/codehost/start');
-    return found.returnTo;
+    return found.return_to;
   }
 
   /** Tests: make every waiting state older than its 10 minutes. */
-  expireAll(): void {
-    for (const s of this.#states.values()) s.expires = 0;
+  async expireAll(): Promise<void> {
+    await expireOAuthStates(this.#db);
   }
 }
 
 export const callbackUrl = (config: Config): string =>
   `${config.publicUrl.replace(/\/+$/, '')}/auth/codehost/callback`;
 
-export function startUrl(
+export async function startUrl(
   config: Config,
   github: GitHub,
   states: OAuthStates,
   given: string | undefined,
-): string {
+): Promise<string> {
   requireSignIn(config);
-  const state = states.create(returnUrl(config, given));
+  const state = await states.create(returnUrl(config, given));
   const q = new URLSearchParams({
     client_id: config.codehost.clientId,
     redirect_uri: callbackUrl(config),
@@ -105,7 +124,7 @@ export async function finishSignIn(
   q: { code?: string; state?: string },
 ): Promise<string> {
   requireSignIn(config);
-  const returnTo = states.take(q.state);
+  const returnTo = await states.take(q.state);
   if (!q.code) throw new BadRequest('the code host sent no code');
   const exchanged = await call<Exchanged>('POST', `${github.web}/login/oauth/access_token`, {
     accept: 'application/json',

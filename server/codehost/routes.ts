@@ -43,7 +43,7 @@ export function codehostRoutes(app: App, ctx: AppContext): void {
         }),
       },
     },
-    async (req, reply) => reply.redirect(startUrl(config, github, states, req.query.return), 302),
+    async (req, reply) => reply.redirect(await startUrl(config, github, states, req.query.return), 302),
   );
   app.get(
     '/auth/codehost/callback',

@@ -153,3 +153,32 @@ export async function releasePushedCommit(
     sha,
   ]);
 }
+
+// Console sign-ins waiting for the code host's redirect (oauth.ts): the state as a sha256 hash.
+
+export async function insertOAuthState(q: Queryable, stateHash: string, returnTo: string, expiresAt: string) {
+  await q.run('INSERT INTO oauth_states (state_hash, return_to, expires_at) VALUES (?, ?, ?)', [
+    stateHash,
+    returnTo,
+    expiresAt,
+  ]);
+}
+
+export async function oauthState(
+  q: Queryable,
+  stateHash: string,
+): Promise<{ state_hash: string; return_to: string; expires_at: string } | undefined> {
+  return q.get('SELECT state_hash, return_to, expires_at FROM oauth_states WHERE state_hash = ?', [
+    stateHash,
+  ]);
+}
+
+/** True for the one caller that deleted it. */
+export async function deleteOAuthState(q: Queryable, stateHash: string): Promise<boolean> {
+  return (await q.run('DELETE FROM oauth_states WHERE state_hash = ?', [stateHash])).changes > 0;
+}
+
+/** Tests: every waiting state past its time. */
+export async function expireOAuthStates(q: Queryable): Promise<void> {
+  await q.run('UPDATE oauth_states SET expires_at = ?', [new Date(0).toISOString()]);
+}

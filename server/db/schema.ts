@@ -205,4 +205,28 @@ const v13: Migration = {
   ],
 };
 
-export const MIGRATIONS: readonly Migration[] = [v1, v2, v4, v5, v6, v7, v8, v10, v11, v12, v13];
+// Several control-plane replicas share nothing but the database, so what one process kept in its
+// memory between two requests lives here: named leases (one replica at a time runs a periodic
+// job), console sign-in states (hashed), rate windows that must count across replicas, the device
+// flow's approved key (sealed to the device code: only the CLI's poll can open it), and the one-time
+// blob tokens (hashed) with the replica that holds each blob's bytes. Times are ISO 8601 text, which
+// sorts as it compares.
+const v15: Migration = {
+  version: 15,
+  name: 'state shared by control-plane replicas',
+  up: () => [
+    'CREATE TABLE leases (name TEXT PRIMARY KEY, holder TEXT NOT NULL, until TEXT NOT NULL)',
+    `CREATE TABLE oauth_states (state_hash TEXT PRIMARY KEY, return_to TEXT NOT NULL, expires_at TEXT NOT NULL)`,
+    'CREATE INDEX oauth_states_expires ON oauth_states (expires_at)',
+    'CREATE TABLE rate_windows (key TEXT PRIMARY KEY, count INTEGER NOT NULL, reset_at TEXT NOT NULL)',
+    'CREATE INDEX rate_windows_reset ON rate_windows (reset_at)',
+    `ALTER TABLE device_codes ADD COLUMN seal_pub TEXT NOT NULL DEFAULT ''`,
+    `ALTER TABLE device_codes ADD COLUMN sealed_key TEXT NOT NULL DEFAULT ''`,
+    `ALTER TABLE device_codes ADD COLUMN held_until TEXT NOT NULL DEFAULT ''`,
+    `CREATE TABLE blob_tokens (id TEXT PRIMARY KEY, token_hash TEXT NOT NULL, direction TEXT NOT NULL,
+      holder_url TEXT NOT NULL, expires_at TEXT NOT NULL)`,
+    'CREATE INDEX blob_tokens_expires ON blob_tokens (expires_at)',
+  ],
+};
+
+export const MIGRATIONS: readonly Migration[] = [v1, v2, v4, v5, v6, v7, v8, v10, v11, v12, v13, v15];

@@ -55,5 +55,5 @@ export interface OrchestratorDeps {
   /** The runtime a team must run environments under (SVC_GVISOR_TEAMS); absent = no policy. */
   requiredRuntime?(teamId: string): Promise<Runtime | null>;
   /** A one-time URL for an uploaded project context (PUT /v1/uploads), for env.create. */
-  offerContext?(upload: string): BlobRef;
+  offerContext?(upload: string): Promise<BlobRef>;
 }

@@ -122,7 +122,7 @@ export async function write(
   const max = ctx.config.fsMaxFileBytes;
   if (length > max)
     throw new TooLarge(`file of ${length} bytes is over the ${max}-byte limit (SVC_FS_MAX_FILE_BYTES)`);
-  const blob = ctx.blobs.offerStream(body, length);
+  const blob = await ctx.blobs.offerStream(body, length);
   try {
     const payload = { service: q.service, path: q.path, blob, size: length, mode, max_bytes: max };
     const r = await ctx.dispatcher.run(target, env.ID, 'fs.write', payload, WRITE_TIMEOUT_MS);
@@ -141,7 +141,7 @@ async function streamed<K extends 'fs.read' | 'fs.watch'>(
   kind: K,
   payload: (upload: { url: string; token: string }) => Payloads[K] & { service: string },
 ): Promise<{ result: Results[K]; body: IncomingMessage }> {
-  const up = ctx.blobs.expectStream();
+  const up = await ctx.blobs.expectStream();
   try {
     const result = await run(ctx, caller, envId, kind, payload({ url: up.url, token: up.token }));
     const body = await withTimeout(

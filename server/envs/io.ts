@@ -127,7 +127,7 @@ export async function putFiles(
   const inline = data.length <= INLINE_ARCHIVE_BYTES;
   const payload = inline
     ? { service, path, tar_b64: data.toString('base64') }
-    : { service, path, tar_b64: '', blob: ctx.blobs.offer(data) };
+    : { service, path, tar_b64: '', blob: await ctx.blobs.offer(data) };
   await ctx.dispatcher.run(target, env.ID, 'env.put', payload);
   return { ok: true as const, bytes: data.length };
 }
@@ -141,7 +141,7 @@ export async function getFiles(
 ): Promise<Buffer> {
   checkContainerPath(path);
   const { env, target } = await targetFor(ctx, caller, envId, service);
-  const upload = ctx.blobs.expect();
+  const upload = await ctx.blobs.expect();
   const r = await ctx.dispatcher.run(target, env.ID, 'env.get', {
     service,
     path,

@@ -11,6 +11,12 @@ export interface DeviceRow {
   key_id: string | null;
   created_at: string;
   expires_at: string;
+  /** The public key the approved key is sealed to (device-seal.ts); '' on rows from before it. */
+  seal_pub: string;
+  /** The approved key, sealed to seal_pub, until handed out; then ''. */
+  sealed_key: string;
+  /** Until when the sealed key may be handed out. */
+  held_until: string;
 }
 
 /** Drops rows created before `before` (expired and past the key hold). */
@@ -20,12 +26,12 @@ export async function dropDeviceCodesBefore(q: Queryable, before: string): Promi
 
 export async function insertDeviceCode(
   q: Queryable,
-  r: { codeHash: string; userCodeHash: string; createdAt: string; expiresAt: string },
+  r: { codeHash: string; userCodeHash: string; createdAt: string; expiresAt: string; sealPub: string },
 ): Promise<void> {
   await q.run(
-    `INSERT INTO device_codes (code_hash, user_code_hash, status, created_at, expires_at)
-     VALUES (?, ?, 'pending', ?, ?)`,
-    [r.codeHash, r.userCodeHash, r.createdAt, r.expiresAt],
+    `INSERT INTO device_codes (code_hash, user_code_hash, status, created_at, expires_at, seal_pub)
+     VALUES (?, ?, 'pending', ?, ?, ?)`,
+    [r.codeHash, r.userCodeHash, r.createdAt, r.expiresAt, r.sealPub],
   );
 }
 
@@ -44,16 +50,24 @@ export async function deviceCodeByHash(q: Queryable, codeHash: string): Promise<
 export async function approveDeviceCode(
   q: Queryable,
   codeHash: string,
-  teamId: string,
-  keyId: string,
+  a: { teamId: string; keyId: string; sealedKey: string; heldUntil: string },
 ): Promise<boolean> {
   const r = await q.run(
-    "UPDATE device_codes SET status = 'approved', team_id = ?, key_id = ? WHERE code_hash = ? AND status = 'pending'",
-    [teamId, keyId, codeHash],
+    `UPDATE device_codes SET status = 'approved', team_id = ?, key_id = ?, sealed_key = ?, held_until = ?
+     WHERE code_hash = ? AND status = 'pending'`,
+    [a.teamId, a.keyId, a.sealedKey, a.heldUntil, codeHash],
   );
   return r.changes > 0;
 }
 
-export async function markDeviceCodeDelivered(q: Queryable, codeHash: string): Promise<void> {
-  await q.run("UPDATE device_codes SET status = 'delivered' WHERE code_hash = ?", [codeHash]);
+/**
+ * Approved → delivered, the sealed key forgotten; true for the one caller that made the change
+ * (of two polls racing on two replicas, one gets the key).
+ */
+export async function markDeviceCodeDelivered(q: Queryable, codeHash: string): Promise<boolean> {
+  const r = await q.run(
+    "UPDATE device_codes SET status = 'delivered', sealed_key = '' WHERE code_hash = ? AND status = 'approved'",
+    [codeHash],
+  );
+  return r.changes > 0;
 }

@@ -1,12 +1,16 @@
 // The CLI's device flow (spec "Sign-in, teams and keys", RFC 8628 in spirit): `code` starts a
 // login, a signed-in user `approve`s the user code for one of their teams, and `token` hands the
 // minted API key to the CLI exactly once. Device and user codes are stored only as hashes; the
-// approved key's material lives in this process's memory for at most 15 minutes, never in the DB.
+// approved key waits for at most 15 minutes in the database sealed to the device code
+// (device-seal.ts), so every step may reach a different control-plane replica and no reader of the
+// database can take the key. Unknown user codes are counted per user in the database (cluster/store.ts).
 import { randomInt } from 'node:crypto';
 import { newSecret, PREFIX } from '../../protocol/ids.ts';
+import { hitWindow, peekWindow } from '../cluster/store.ts';
 import type { Db } from '../db/types.ts';
 import { BadRequest, Conflict, Forbidden, Gone, PreconditionRequired, TooManyRequests } from '../errors.ts';
 import type { Caller } from './auth.ts';
+import { openWith, sealKeyOf, sealTo } from './device-seal.ts';
 import {
   approveDeviceCode,
   type DeviceRow,
@@ -56,14 +60,12 @@ export function normaliseUserCode(input: string): string | null {
 }
 
 const expired = (r: DeviceRow, at = Date.now()) => Date.parse(r.expires_at) <= at;
+/** The rate window of a user's unknown user codes: guessing a code is locked out. */
+const wrongKey = (userId: string) => `device-wrong:${userId}`;
 
 export class DeviceFlow {
   #db: Db;
   #verificationUri: () => string;
-  /** code hash → the approved key, until handed out or 15 minutes pass. */
-  #held = new Map<string, { apiKey: string; team: Team; until: number }>();
-  /** user id → unknown user codes tried in the current window: guessing a code is locked out. */
-  #wrong = new Map<string, { count: number; until: number }>();
 
   /** `verificationUri` is read per request: the public URL may be set after start (tests). */
   constructor(db: Db, verificationUri: () => string) {
@@ -85,6 +87,7 @@ export class DeviceFlow {
         userCodeHash: hashSecret(userCode),
         createdAt: new Date(created).toISOString(),
         expiresAt: new Date(created + DEVICE_CODE_TTL_SEC * 1000).toISOString(),
+        sealPub: sealKeyOf(deviceCode),
       }).then(
         () => true,
         async (err) => {
@@ -125,33 +128,33 @@ export class DeviceFlow {
     if (!userCode) throw new BadRequest('user_code must look like XXXX-XXXX (the code the CLI printed)');
     const userId = caller.userId as string;
     const at = Date.now();
-    let wrong = this.#wrong.get(userId);
-    if (!wrong || wrong.until <= at) wrong = { count: 0, until: at + WRONG_CODE_LOCK_MS };
+    const wrong = await peekWindow(this.#db, wrongKey(userId), at);
     if (wrong.count >= MAX_WRONG_CODES) {
       throw new TooManyRequests(
-        `too many unknown user codes; approvals are locked for ${Math.ceil((wrong.until - at) / 60_000)} min`,
-        (wrong.until - at) / 1000,
+        `too many unknown user codes; approvals are locked for ${Math.ceil((wrong.resetAt - at) / 60_000)} min`,
+        (wrong.resetAt - at) / 1000,
       );
     }
-    const tried = wrong;
-    const { keyId, codeHash, apiKey, team } = await this.#db.transaction(async (tx) => {
-      const row = await deviceCodeByUserCode(tx, hashSecret(userCode));
-      if (!row) {
-        tried.count++;
-        this.#wrong.set(userId, tried);
-        throw new BadRequest('unknown user code: check the code the CLI printed');
-      }
+    const row = await deviceCodeByUserCode(this.#db, hashSecret(userCode));
+    if (!row) {
+      await hitWindow(this.#db, wrongKey(userId), WRONG_CODE_LOCK_MS);
+      throw new BadRequest('unknown user code: check the code the CLI printed');
+    }
+    const keyId = await this.#db.transaction(async (tx) => {
       if (row.status !== 'pending') throw new Conflict('this user code was already approved');
       if (expired(row)) throw new BadRequest('this user code expired: run svc login again');
+      if (!row.seal_pub) throw new BadRequest('this user code is from an older server: run svc login again');
       if (!(await isMember(tx, teamId, userId))) throw new Forbidden('not a member of that team');
-      const team = (await getTeam(tx, teamId)) as Team;
       const { key, apiKey } = await createKey(tx, teamId, name?.trim() || 'cli', userId);
-      if (!(await approveDeviceCode(tx, row.code_hash, teamId, key.ID)))
-        throw new Conflict('this user code was already approved');
-      return { keyId: key.ID, codeHash: row.code_hash, apiKey, team };
+      const approved = await approveDeviceCode(tx, row.code_hash, {
+        teamId,
+        keyId: key.ID,
+        sealedKey: sealTo(row.seal_pub, apiKey),
+        heldUntil: new Date(Date.now() + APPROVED_KEY_HOLD_MS).toISOString(),
+      });
+      if (!approved) throw new Conflict('this user code was already approved');
+      return key.ID;
     });
-    this.#prune();
-    this.#held.set(codeHash, { apiKey, team, until: Date.now() + APPROVED_KEY_HOLD_MS });
     return { approved: true, key_id: keyId, team_id: teamId };
   }
 
@@ -169,26 +172,18 @@ export class DeviceFlow {
       throw new PreconditionRequired('authorization_pending');
     }
     if (row.status === 'delivered') throw new Gone('the key for this device code was already handed out');
-    this.#prune();
-    // Taken synchronously: two concurrent polls cannot both receive the key.
-    const held = this.#held.get(codeHash);
-    this.#held.delete(codeHash);
-    await markDeviceCodeDelivered(this.#db, codeHash);
-    if (!held) {
-      // Approved, but the material is gone (15 minutes passed or the server restarted): the key
-      // can never be handed out, so it must not stay valid either.
-      if (row.key_id) {
-        await revokeApiKey(this.#db, row.key_id);
-      }
-      throw new Gone(
-        'the approved key is no longer held (15 minutes passed or the server restarted): run svc login again',
-      );
+    // Whoever marks it delivered hands it out: two polls racing (on two replicas) get one key.
+    if (!(await markDeviceCodeDelivered(this.#db, codeHash)))
+      throw new Gone('the key for this device code was already handed out');
+    const apiKey =
+      Date.parse(row.held_until) > Date.now() && row.sealed_key ? openWith(deviceCode, row.sealed_key) : null;
+    const team = row.team_id ? await getTeam(this.#db, row.team_id) : undefined;
+    if (!apiKey || !team) {
+      // Approved, but no longer to be handed out (15 minutes passed): the key can never reach
+      // the CLI, so it must not stay valid either.
+      if (row.key_id) await revokeApiKey(this.#db, row.key_id);
+      throw new Gone('the approved key is no longer held (15 minutes passed): run svc login again');
     }
-    return { api_key: held.apiKey, team: held.team };
-  }
-
-  #prune(at = Date.now()): void {
-    for (const [k, v] of this.#held) if (v.until <= at) this.#held.delete(k);
-    for (const [k, v] of this.#wrong) if (v.until <= at) this.#wrong.delete(k);
+    return { api_key: apiKey, team };
   }
 }

@@ -9,8 +9,13 @@
 // - A background refill (every second, and at once after a change or claim) forks what is
 //   missing, marks members ready when their fork succeeded, drops failed ones, and destroys every
 //   member, and the pool, of a version that is no longer its environment's current one.
+// - With several control-plane replicas, one refills at a time: the replica holding the lease
+//   `pool.refill` (cluster/leases.ts), renewed as it refills; another takes over once it lapses.
+//   Claims, sizes and statuses are rows, so any replica answers them.
 import { nameSuffix } from '../../protocol/ids.ts';
 import { retryFailures } from '../../shared/concurrency.ts';
+import { guard } from '../../shared/faults.ts';
+import type { Lease } from '../cluster/leases.ts';
 import type { AppContext } from '../context.ts';
 import { getDeployment } from '../deployments/store.ts';
 import { checkEnvName, destroy, forkVersion, freeName } from '../envs/lifecycle.ts';
@@ -22,6 +27,10 @@ import * as store from './store.ts';
 
 export const MAX_POOL_SIZE = 50;
 export const REFILL_EVERY_MS = 1000;
+/** The refill lease: a replica that stops renewing it (it died) is replaced after this long. */
+export const REFILL_LEASE_MS = 15_000;
+/** The name of the refill's lease. */
+export const REFILL_LEASE = 'pool.refill';
 /**
  * After a claim, the version's refill waits this long: the claimed sandbox's thaw and first
  * commands get the host before a replacement fork (compose, container starts: about a second of
@@ -41,6 +50,7 @@ export interface PoolStatus {
 
 export class WarmPool {
   readonly #ctx: AppContext;
+  readonly #lease: Lease;
   #timer: NodeJS.Timeout | undefined;
   #running: Promise<void> | null = null;
   #again = false;
@@ -50,12 +60,20 @@ export class WarmPool {
   /** Called with each refill error (logged by the app); the next pass retries. */
   onError: (err: Error) => void = () => {};
 
-  constructor(ctx: AppContext) {
+  /** `lease`: the refill's (REFILL_LEASE), held by this replica while it refills. */
+  constructor(ctx: AppContext, lease: Lease) {
     this.#ctx = ctx;
+    this.#lease = lease;
   }
 
+  /** Refill passes this replica ran while holding the lease (tests, operators). */
+  passes = 0;
+
   start(): void {
-    this.#timer = setInterval(() => this.kick(), REFILL_EVERY_MS);
+    this.#timer = setInterval(
+      guard('warm pool: refill', () => this.kick()),
+      REFILL_EVERY_MS,
+    );
     this.#timer.unref();
     this.kick();
   }
@@ -64,6 +82,8 @@ export class WarmPool {
     this.#stopped = true;
     clearInterval(this.#timer);
     await this.#running;
+    // Given up at once: another replica refills at its next tick, not after the lease lapsed.
+    await this.#lease.release().catch((err: Error) => this.onError(err));
   }
 
   /** Runs a refill pass now (or right after the one running). */
@@ -177,6 +197,8 @@ export class WarmPool {
   }
 
   async #refillAll(): Promise<void> {
+    if (!(await this.#lease.held())) return;
+    this.passes++;
     const state: PoolState['pools'] = [];
     for (const pool of await store.listPools(this.#ctx.db)) {
       if (this.#stopped) return;

@@ -5,13 +5,22 @@
 // keeps it; a deploy that names an upload while it is being collected finds it gone (404) or keeps
 // it (the row is deleted only if it is still stale). Files left without a row (a crash between
 // the two deletions, an interrupted upload or repository download) go after the same grace period.
-// The sweep runs every SVC_UPLOADS_SWEEP_EVERY seconds (default 3600; 0 turns it off).
+// The sweep runs every SVC_UPLOADS_SWEEP_EVERY seconds (default 3600; 0 turns it off), on one
+// control-plane replica at a time: a pass holds the lease `uploads.sweep` (cluster/leases.ts) and
+// gives it up when it ends; a replica that finds it held skips its pass, and a holder that died
+// mid-pass is replaced once the lease lapses.
 import { readdir, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
+import { guard } from '../../shared/faults.ts';
+import type { Lease } from '../cluster/leases.ts';
 import type { Db } from '../db/types.ts';
 import { uploadInUse } from '../envs/store.ts';
 import { deleteStaleUpload, knownUploads, staleUploads } from './store.ts';
 import { archivePath, indexPath, UPLOAD_PREFIX } from './uploads.ts';
+
+/** The sweep's lease; a pass (at most SWEEP_BATCH uploads) ends well within SWEEP_LEASE_MS. */
+export const SWEEP_LEASE = 'uploads.sweep';
+export const SWEEP_LEASE_MS = 10 * 60_000;
 
 /** Uploads looked at per sweep; the next sweep takes the rest. */
 const SWEEP_BATCH = 500;
@@ -84,23 +93,34 @@ export class UploadSweeper {
   readonly #dir: string;
   readonly #graceMs: number;
   readonly #log: SweepLog;
+  readonly #lease: Lease | null;
+  /** Passes this replica ran (it held the lease), and passes it skipped (another held it). */
+  passes = 0;
+  skipped = 0;
 
-  constructor(db: Db, dir: string, graceMs: number, log: SweepLog) {
+  /** `lease`: the sweep's (SWEEP_LEASE); null runs every pass here (a lone process, tests). */
+  constructor(db: Db, dir: string, graceMs: number, log: SweepLog, lease: Lease | null = null) {
     this.#db = db;
     this.#dir = dir;
     this.#graceMs = graceMs;
     this.#log = log;
+    this.#lease = lease;
   }
 
   start(everyMs: number): void {
     if (everyMs <= 0 || this.#timer) return;
-    this.#timer = setInterval(() => void this.run(), everyMs);
+    this.#timer = setInterval(
+      guard('uploads: sweep', () => void this.run()),
+      everyMs,
+    );
     this.#timer.unref();
   }
 
+  /** One pass now, when no other replica runs one. */
   run(): Promise<void> {
-    this.#running ??= sweepUploads(this.#db, this.#dir, this.#graceMs)
+    this.#running ??= this.#pass()
       .then((r) => {
+        if (!r) return;
         if (r.deleted.length || r.orphans)
           this.#log.info(
             { deleted: r.deleted.length, kept: r.kept, orphans: r.orphans },
@@ -112,6 +132,19 @@ export class UploadSweeper {
         this.#running = null;
       });
     return this.#running;
+  }
+
+  async #pass(): Promise<SweepResult | null> {
+    if (this.#lease && !(await this.#lease.held())) {
+      this.skipped++;
+      return null;
+    }
+    try {
+      this.passes++;
+      return await sweepUploads(this.#db, this.#dir, this.#graceMs);
+    } finally {
+      await this.#lease?.release();
+    }
   }
 
   async stop(): Promise<void> {

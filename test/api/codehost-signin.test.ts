@@ -95,7 +95,7 @@ forEachDialect('code-host sign-in', (dialect) => {
     );
 
     const late = await location(await location(`${s.url}/auth/codehost/start`).then((u) => u.toString()));
-    s.server.ctx.oauthStates.expireAll();
+    await s.server.ctx.oauthStates.expireAll();
     assertError(await s.req('GET', late.pathname + late.search, { token: false }), 400, 'expired');
 
     const state = (await location(`${s.url}/auth/codehost/start`)).searchParams.get('state');

@@ -1,8 +1,6 @@
 // The CLI device flow end to end: code → approve (session) → token, exactly once.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { parseConfig } from '../../server/config/config.ts';
-import { startServer } from '../../server/main.ts';
 import { assertError, signIn } from '../support/api.ts';
 import { forEachDialect, startTestServer, type TestServer } from '../support/server.ts';
 
@@ -169,31 +167,34 @@ forEachDialect('device flow', (dialect) => {
     assert.equal((await poll(c.device_code)).body.error, 'expired_token');
   });
 
-  test('a key approved on another server process is never handed out, and is revoked', async () => {
-    // A second control plane on the same database: its memory does not hold the approved key.
-    const config = parseConfig(['-addr', '127.0.0.1:0', '-db', s.server.ctx.config.db], {});
-    const second = await startServer(config, { logger: false });
-    try {
-      const u = await signIn(s, 'two-instances@example.com');
-      const c = await start();
-      const ok = await s.req('POST', '/v1/device/approve', {
-        token: u.session,
-        body: { user_code: c.user_code, team_id: u.teamId },
-      });
-      assert.equal(ok.status, 200);
-      const r = await fetch(`${second.url}/v1/device/token`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ device_code: c.device_code }),
-      });
-      assert.equal(r.status, 410);
-      assert.match(((await r.json()) as { error: string }).error, /no longer held/);
-      const keys = await s.req('GET', '/v1/keys', { token: u.session });
-      assert.ok(keys.body.keys.find((k: { ID: string }) => k.ID === ok.body.key_id).RevokedAt);
-      assertError(await poll(c.device_code), 410);
-    } finally {
-      await second.close();
-    }
+  test('an approved key not fetched within 15 minutes is never handed out, and is revoked', async () => {
+    const u = await signIn(s, 'too-late@example.com');
+    const c = await start();
+    const ok = await s.req('POST', '/v1/device/approve', {
+      token: u.session,
+      body: { user_code: c.user_code, team_id: u.teamId },
+    });
+    assert.equal(ok.status, 200);
+    const row = await s.server.ctx.db.get<{ sealed_key: string }>(
+      'SELECT sealed_key FROM device_codes WHERE status = ? AND key_id = ?',
+      ['approved', ok.body.key_id],
+    );
+    assert.ok(row?.sealed_key, 'the key waits sealed');
+    assert.ok(!row.sealed_key.includes(ok.body.key_id), 'nothing of the key in the clear');
+    await s.server.ctx.db.run('UPDATE device_codes SET held_until = ? WHERE key_id = ?', [
+      new Date(Date.now() - 1000).toISOString(),
+      ok.body.key_id,
+    ]);
+    const r = await poll(c.device_code);
+    assertError(r, 410, 'no longer held');
+    const keys = await s.req('GET', '/v1/keys', { token: u.session });
+    assert.ok(keys.body.keys.find((k: { ID: string }) => k.ID === ok.body.key_id).RevokedAt);
+    assertError(await poll(c.device_code), 410);
+    const gone = await s.server.ctx.db.get<{ sealed_key: string }>(
+      'SELECT sealed_key FROM device_codes WHERE key_id = ?',
+      [ok.body.key_id],
+    );
+    assert.equal(gone?.sealed_key, '', 'the sealed key is forgotten');
   });
 });
 

@@ -66,9 +66,11 @@ export async function startTestServer(
   dialect: DialectName = 'sqlite',
   env: Record<string, string> = {},
   opts: StartOptions = {},
+  /** An existing database (another replica's): used as it is, left to its first server to clean up. */
+  shared?: { target: string; key: string },
 ): Promise<TestServer> {
-  const { target, cleanup } = await dbTarget(dialect);
-  const key = `dak_test${randomBytes(16).toString('hex')}`;
+  const { target, cleanup } = shared ? { target: shared.target, cleanup: () => {} } : await dbTarget(dialect);
+  const key = shared?.key ?? `dak_test${randomBytes(16).toString('hex')}`;
   const config = parseConfig(['-addr', '127.0.0.1:0', '-db', target], {
     SVC_BOOTSTRAP_KEY: key,
     // A Postgres control plane seals provider tokens only with SVC_SECRETS_KEY (no key file).
@@ -97,6 +99,23 @@ export async function startTestServer(
       cleanup();
     },
   };
+}
+
+/**
+ * `n` control-plane replicas on one Postgres database (one secrets key, one bootstrap key), each
+ * listening on its own port; the first one's close does not drop the database.
+ */
+export async function startReplicas(
+  n: number,
+  env: Record<string, string> = {},
+  opts: StartOptions = {},
+): Promise<TestServer[]> {
+  const { target } = await dbTarget('postgres');
+  const key = `dak_test${randomBytes(16).toString('hex')}`;
+  const shared = { SVC_SECRETS_KEY: randomBytes(32).toString('base64'), ...env };
+  const out: TestServer[] = [];
+  for (let i = 0; i < n; i++) out.push(await startTestServer('postgres', shared, opts, { target, key }));
+  return out;
 }
 
 /** Runs the same suite against SQLite and Postgres (the latter in the postgres tier). */

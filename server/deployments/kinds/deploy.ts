@@ -144,7 +144,7 @@ async function prepare(ctx: Ctx) {
     from_snapshot: '',
     warm: ctx.params.warm,
     egress: spec.egress,
-    ...contextPayload(ctx, spec),
+    ...(await contextPayload(ctx, spec)),
     agent: spec.agent?.service ?? '',
     disk_mb: diskLimitMb(spec),
     ...runtimeField(spec),
@@ -173,10 +173,10 @@ async function prepare(ctx: Ctx) {
 }
 
 /** The project context rides along as a one-time URL; the sidecar fetches it unless it has those bytes. */
-function contextPayload(ctx: Ctx, spec: EnvSpec) {
+async function contextPayload(ctx: Ctx, spec: EnvSpec) {
   if (!spec.context) return {};
   if (!ctx.deps.offerContext) throw new Error('this control plane cannot serve project contexts');
-  return { context: { sha256: spec.context.sha256, blob: ctx.deps.offerContext(spec.context.upload) } };
+  return { context: { sha256: spec.context.sha256, blob: await ctx.deps.offerContext(spec.context.upload) } };
 }
 
 async function start(ctx: Ctx) {
