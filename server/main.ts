@@ -117,7 +117,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     drivers: createDrivers(db, secrets),
     provisioners: createProvisioners(secrets),
     events,
-    replicaUrl: () => config.replicaUrl || listening,
+    replicaUrl: () => config.replicaUrl || listening || localUrl(config.host, config.port),
     ...opts.orchestrator,
   });
   // The warm pool works through the context it is a member of; built right after it.
