@@ -42,6 +42,11 @@ describe('blob tokens across replicas [postgres]', { skip: tier('postgres') }, (
     const data = Buffer.alloc(3 * 1024 * 1024, 7);
     const ref = await a.server.ctx.blobs.offer(data);
     const url = `${b.url}${BLOB_PATH}/${idOf(ref.url)}`;
+    const row = await b.server.ctx.db.get<{ token_hash: string }>(
+      'SELECT token_hash FROM blob_tokens WHERE id = ?',
+      [idOf(ref.url)],
+    );
+    assert.match(row?.token_hash ?? '', /^[0-9a-f]{64}$/, 'the token is kept as its hash');
     assert.equal((await fetch(url, { headers: bearer('dbt_wrong') })).status, 401);
     const r = await fetch(url, { headers: bearer(ref.token) });
     assert.equal(r.status, 200);
@@ -52,8 +57,6 @@ describe('blob tokens across replicas [postgres]', { skip: tier('postgres') }, (
       (await fetch(`${a.url}${BLOB_PATH}/${idOf(ref.url)}`, { headers: bearer(ref.token) })).status,
       404,
     );
-    const row = await a.server.ctx.db.get<{ token_hash: string }>('SELECT token_hash FROM blob_tokens');
-    assert.ok(!row || !row.token_hash.includes(ref.token), 'tokens are kept as hashes');
   });
 
   test('an upload the holder waits for arrives through the other replica', async () => {
