@@ -85,11 +85,8 @@ test('every flag falls back to its SVC_* variable, and a flag beats its variable
     SVC_CODEHOST_APP_PRIVATE_KEY: '/etc/app.pem',
     SVC_CODEHOST_WEBHOOK_SECRET: 'whs',
     SVC_CODEHOST_API_URL: 'http://127.0.0.1:9999/',
-    SVC_REPLICA_URL: 'http://10.0.0.7:8080/',
   };
   const c = parse([], env);
-  assert.equal(c.replicaUrl, 'http://10.0.0.7:8080');
-  assert.equal(parse([], {}).replicaUrl, '', 'default: where it listens');
   assert.equal(c.port, 7001);
   assert.equal(c.db, 'env.db');
   assert.equal(c.publicUrl, 'https://env.example.com');
@@ -191,7 +188,6 @@ test('bad values are clear errors', () => {
     [['extra'], {}, /positional|Unexpected argument/i],
     [['-h'], {}, /usage: svc-server/],
     [[], { SVC_CONSOLE_URL: 'console' }, /SVC_CONSOLE_URL: 'console' is not a URL/],
-    [[], { SVC_REPLICA_URL: 'ftp://r1' }, /SVC_REPLICA_URL: must be http:\/\/ or https:\/\//],
     [[], { SVC_CODEHOST_API_URL: 'x' }, /SVC_CODEHOST_API_URL/],
     [[], { SVC_BOOTSTRAP_KEY: 'short' }, /SVC_BOOTSTRAP_KEY: must be dak_/],
     [[], { SVC_DEV_LOGIN: 'yes' }, /SVC_DEV_LOGIN: 'yes' must be 1 or 0/],
