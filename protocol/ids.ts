@@ -26,6 +26,8 @@ export const PREFIX = {
   process: 'proc_',
   /** One attached follower of a live process, on one host stream. */
   follow: 'fol_',
+  /** One control-plane process among the replicas sharing a database. */
+  replica: 'rep_',
 } as const;
 
 const CROCKFORD = '0123456789abcdefghjkmnpqrstvwxyz';

@@ -3,6 +3,7 @@
 import type { Facts } from '../shared/facts.ts';
 import type { Faults } from '../shared/faults.ts';
 import type { SecretBox } from './clouds/secret-box.ts';
+import type { Cluster } from './cluster/cluster.ts';
 import type { OAuthStates } from './codehost/oauth.ts';
 import type { WebhookIntake } from './codehost/webhook-intake.ts';
 import type { Config } from './config/config.ts';
@@ -23,6 +24,8 @@ export interface AppContext {
   /** Where this process is in its lifecycle (starting → serving → stopping → stopped): /ready reads it. */
   lifecycle: { state(): Lifecycle };
   db: Db;
+  /** This process as one replica of those sharing the database (its id, lease, notifications). */
+  cluster: Cluster;
   auth: Authenticator;
   hub: HostConnectivity;
   dispatcher: Dispatcher;

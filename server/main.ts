@@ -2,11 +2,12 @@
 // stream, and shut down cleanly. The lifecycle is explicit: starting → serving → stopping → stopped.
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyBaseLogger } from 'fastify';
-import { newId } from '../protocol/ids.ts';
 import { Facts } from '../shared/facts.ts';
 import { type Fault, Faults, guard } from '../shared/faults.ts';
 import { SecretBox } from './clouds/secret-box.ts';
+import { Cluster } from './cluster/cluster.ts';
 import { Lease } from './cluster/leases.ts';
+import type { ReplicaTiming } from './cluster/replica.ts';
 import { OAuthStates } from './codehost/oauth.ts';
 import { WebhookIntake } from './codehost/webhook-intake.ts';
 import { type Config, ConfigError, devLoginWarning, localUrl, parseConfig } from './config/config.ts';
@@ -74,12 +75,12 @@ export interface StartOptions {
   orchestrator?: Pick<OrchestratorOptions, 'provisioners' | 'drivers'>;
   /** HTTP timeouts, caps and rate limits that differ from the defaults (tests, benchmarks). */
   limits?: Partial<HttpLimits>;
+  /** The replica's heartbeat and lease (tests shorten them). */
+  replica?: Partial<ReplicaTiming>;
 }
 
 export async function startServer(config: Config, opts: StartOptions = {}): Promise<Server> {
   let state: Lifecycle = 'starting';
-  // Names this process as the holder of leases (one replica at a time runs a periodic job).
-  const replicaId = newId('rep_');
   const logger =
     opts.logger ?? ({ level: config.verbose ? 'debug' : 'info' } as unknown as FastifyBaseLogger);
   const secrets = SecretBox.load(config.secretsKey, config.db);
@@ -97,15 +98,34 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   );
   app.log.info({ secrets_key: secrets.source }, 'provider tokens sealed with AES-256-GCM');
   const faults = new Faults({ log: (line) => app.log.error(line), unsafe: serverUnsafe });
+  // Before anything is written: a second replica on a database for one is refused here.
+  const cluster = new Cluster(db, app.log, opts.replica);
+  try {
+    await cluster.start();
+  } catch (err) {
+    await cluster.close().catch(() => {});
+    await app.close().catch(() => {});
+    await db.close().catch(() => {});
+    faults.close();
+    throw err;
+  }
+  app.log.info({ replica: cluster.id, shared: cluster.shared }, 'replica registered');
+  // Names this process as the holder of leases too (one replica at a time runs a periodic job).
+  const replicaId = cluster.id;
   const boot = await bootstrap(db, config.team, config.bootstrapKey);
   if (boot) {
     app.log.info({ team: boot.team.Name }, 'bootstrapped first team');
     if (boot.generated) announce(`bootstrap API key for team ${boot.team.Name} (shown once): ${boot.apiKey}`);
   }
   const auth = new Authenticator(db);
-  const events = new EventBus(db);
   // Known once listening: where the other replicas reach this one unless SVC_REPLICA_URL says.
   let listening = '';
+  const events = new EventBus(
+    db,
+    {},
+    cluster.shared ? (teamId, ids) => cluster.broadcast({ k: 'evt', t: teamId, ids }) : undefined,
+  );
+  cluster.on('events', ({ teamId, ids }) => events.heard(teamId, ids));
   const orch: Orchestrator = createOrchestrator(db, config, app.log, {
     consumeJoinToken: async (q, token) => {
       const r = await consumeJoinToken(q, token);
@@ -118,6 +138,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     provisioners: createProvisioners(secrets),
     events,
     replicaUrl: () => config.replicaUrl || listening || localUrl(config.host, config.port),
+    cluster,
     ...opts.orchestrator,
   });
   // The warm pool works through the context it is a member of; built right after it.
@@ -126,8 +147,9 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     config,
     lifecycle: { state: () => state },
     db,
+    cluster,
     auth,
-    hub: orch.hub,
+    hub: orch.hosts,
     dispatcher: orch.dispatcher,
     targets: orch.targets,
     engine: orch.engine,
@@ -166,6 +188,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   const port = typeof addr === 'object' && addr ? addr.port : config.port;
   const url = localUrl(config.host, port);
   listening = url;
+  await cluster.replica.setUrl(config.replicaUrl || url).catch(() => {});
   const e2b = config.e2b ? await listenE2b(ctx, config.e2b, logger, opts.limits) : null;
   state = 'serving';
   sweeper.start(config.uploadsSweepMs);
@@ -192,6 +215,8 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
       await e2b?.close();
       await orch.close();
       await app.close().catch(() => {});
+      // After the hub's streams closed: the others take over what this replica held at once.
+      await cluster.close().catch(() => {});
       events.close();
       clearTimeout(timer);
       clearInterval(sweep);

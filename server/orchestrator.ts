@@ -4,6 +4,8 @@
 // and the host records subscribe to it, and the late-result cleanup to the dispatcher. Nothing is
 // handed to anything after it was built.
 import type { Server } from 'node:http';
+import type { Cluster, ClusterHosts } from './cluster/cluster.ts';
+import { CommandRelay } from './cluster/relay.ts';
 import type { Config } from './config/config.ts';
 import type { Db } from './db/types.ts';
 import type { EngineLogger, OrchestratorDeps, Provisioner } from './deployments/deps.ts';
@@ -35,10 +37,16 @@ export interface OrchestratorOptions {
   events?: LiveEvents;
   /** Where the other control-plane replicas reach this one (blobs parked here are relayed to it). */
   replicaUrl?: () => string;
+  /** The replicas sharing the database: where hosts are, and how commands reach the others'. */
+  cluster?: Cluster;
 }
 
 export interface Orchestrator {
   hub: Hub;
+  /** Which hosts are connected here or on another replica, and waits for one to be. */
+  hosts: ClusterHosts;
+  /** Commands and process output to and from other replicas (absent with one replica). */
+  relay: CommandRelay | undefined;
   dispatcher: Dispatcher;
   targets: CommandTargets;
   engine: DeploymentEngine;
@@ -59,8 +67,25 @@ export function createOrchestrator(
   opts: OrchestratorOptions,
 ): Orchestrator {
   const hub = new Hub(db, opts.consumeJoinToken, log, opts.onJoined);
-  const dispatcher = new Dispatcher(db, opts.drivers, log, undefined, opts.events);
-  const records = new HostRecords(db, dispatcher, log, opts.events);
+  const cluster = opts.cluster;
+  const relay = cluster?.shared ? new CommandRelay(db, cluster, hub, log) : undefined;
+  const dispatcher = new Dispatcher(
+    db,
+    opts.drivers,
+    log,
+    undefined,
+    opts.events,
+    cluster && { replica: cluster.id, remote: relay },
+  );
+  const records = new HostRecords(
+    db,
+    dispatcher,
+    log,
+    opts.events,
+    cluster && ((id) => cluster.hostGone(id, () => hub.isConnected(id))),
+  );
+  // Where each host's stream is, for every replica, before anything is sent on it.
+  if (cluster) hub.on('hello', (h) => cluster.hostConnected(h));
   // The dispatcher first: a host's stream is known to it before host.report is sent on it, and
   // its commands in flight fail before the host is marked unreachable.
   for (const subscriber of [dispatcher, records]) {
@@ -69,8 +94,11 @@ export function createOrchestrator(
     hub.on('gone', (g) => subscriber.gone(g));
   }
   const processes = new ProcessStreams(dispatcher, log);
-  hub.on('output', (o) => processes.output(o));
+  hub.on('output', (o) => processes.output(o) || relay?.output(o));
   hub.on('gone', (g) => processes.gone(g));
+  relay?.on('output', (o) => processes.output(o));
+  cluster?.on('down', (g) => processes.gone(g));
+  const hosts: ClusterHosts = cluster ? cluster.hosts(hub) : hub;
   // Blob bytes live in this process: their URLs lead to this replica (SVC_REPLICA_URL), not the
   // load balancer; a host's request that reaches another replica anyway is relayed here.
   const blobs = new Blobs(
@@ -78,13 +106,13 @@ export function createOrchestrator(
     () => config.replicaUrl || config.publicUrl,
     opts.replicaUrl ?? (() => config.replicaUrl),
   );
-  const targets = new CommandTargets(db, hub);
+  const targets = new CommandTargets(db, hosts);
   const deps: OrchestratorDeps = {
     db,
     log,
     events: opts.events,
     dispatcher,
-    hub,
+    hub: hosts,
     targets,
     provisioners: opts.provisioners ?? new Map(),
     mintJoinToken: opts.mintJoinToken,
@@ -107,15 +135,19 @@ export function createOrchestrator(
   const engine = new DeploymentEngine(deps, KINDS);
   return {
     hub,
+    hosts,
+    relay,
     dispatcher,
     targets,
     engine,
     blobs,
     processes,
     async start(server, upgrades) {
+      // Commands other live replicas wait for are theirs to finish.
       const failedCommands = await failUnfinishedCommands(
         db,
         'control plane restarted before the result arrived',
+        cluster ? [...cluster.replica.live] : [],
       );
       hub.attach(server, upgrades);
       const recovered = await engine.recover();

@@ -1,12 +1,19 @@
 // Postgres for a `postgres://` DSN. Placeholders are rewritten from `?` to `$n` once per SQL text.
 import pg from 'pg';
+import { PgChannels } from './pg-channels.ts';
 import { type Db, type Dialect, type Param, type Queryable, runCommitted } from './types.ts';
 
 const DIALECT: Dialect = {
   name: 'postgres',
-  capabilities: { blocksEventLoop: false, soleWriter: false, cheapSharedCommits: false },
+  capabilities: {
+    blocksEventLoop: false,
+    soleWriter: false,
+    cheapSharedCommits: false,
+    sharedByReplicas: true,
+  },
   // An arbitrary key, the same in every replica.
   setupLockSql: 'SELECT pg_advisory_xact_lock(7566701)',
+  clockMs: 'CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)',
 };
 
 /** `?` → `$1..$n`, leaving quoted strings alone. */
@@ -70,9 +77,11 @@ export class PostgresDb implements Db {
   #pool: pg.Pool;
   #q: Queryable;
   readonly #texts = new Rewrites();
+  readonly channels: PgChannels;
 
   constructor(dsn: string) {
     this.#pool = new pg.Pool({ connectionString: dsn, max: 10 });
+    this.channels = new PgChannels(dsn, this.#pool);
     // An idle client that loses its server must not crash the process.
     this.#pool.on('error', () => {});
     this.#q = over(this.#pool, (fn) => runCommitted([fn]), this.#texts);
@@ -109,6 +118,7 @@ export class PostgresDb implements Db {
   }
 
   async close(): Promise<void> {
+    await this.channels.close();
     await this.#pool.end();
   }
 }

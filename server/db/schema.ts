@@ -229,4 +229,25 @@ const v15: Migration = {
   ],
 };
 
-export const MIGRATIONS: readonly Migration[] = [v1, v2, v4, v5, v6, v7, v8, v10, v11, v12, v13, v15];
+// Several replicas on one database (server/cluster): each process is a replica row with a lease
+// (lease_until, on the database's clock, in ms) its heartbeat renews; a sidecar host's stream is
+// held by one replica (host_locations; its lease is its replica's). A command row names the replica
+// waiting for its outcome (origin) and the one that wrote it to the host's stream for it (holder,
+// set once: a command goes to a host at most once), and the type of a failure, so the origin can
+// raise the same error the holder saw.
+const v14: Migration = {
+  version: 14,
+  name: 'replicas, host locations, command routing',
+  up: () => [
+    `CREATE TABLE replicas (id TEXT PRIMARY KEY, hostname TEXT NOT NULL DEFAULT '', pid INTEGER NOT NULL DEFAULT 0,
+      url TEXT NOT NULL DEFAULT '', started_at TEXT NOT NULL, lease_until BIGINT NOT NULL)`,
+    `CREATE TABLE host_locations (host_id TEXT PRIMARY KEY, replica_id TEXT NOT NULL, team_id TEXT NOT NULL,
+      cloud_id TEXT NOT NULL DEFAULT '', since TEXT NOT NULL)`,
+    'CREATE INDEX host_locations_replica ON host_locations (replica_id)',
+    `ALTER TABLE commands ADD COLUMN origin TEXT NOT NULL DEFAULT ''`,
+    `ALTER TABLE commands ADD COLUMN holder TEXT NOT NULL DEFAULT ''`,
+    `ALTER TABLE commands ADD COLUMN error_type TEXT NOT NULL DEFAULT ''`,
+  ],
+};
+
+export const MIGRATIONS: readonly Migration[] = [v1, v2, v4, v5, v6, v7, v8, v10, v11, v12, v13, v14, v15];

@@ -7,8 +7,14 @@ import { type Db, type Dialect, type Param, type Queryable, runCommitted } from 
 
 const DIALECT: Dialect = {
   name: 'sqlite',
-  capabilities: { blocksEventLoop: true, soleWriter: true, cheapSharedCommits: true },
+  capabilities: {
+    blocksEventLoop: true,
+    soleWriter: true,
+    cheapSharedCommits: true,
+    sharedByReplicas: false,
+  },
   setupLockSql: null,
+  clockMs: "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)",
 };
 
 /**

@@ -28,6 +28,12 @@ export interface Capabilities {
    * through.
    */
   cheapSharedCommits: boolean;
+  /**
+   * Several control-plane processes (replicas) may share the database: they coordinate through it
+   * and tell each other of changes on `Db.channels`. Without it, one replica holds the database
+   * and everything stays in-process (a second one is refused at start).
+   */
+  sharedByReplicas: boolean;
 }
 
 export interface Dialect {
@@ -39,6 +45,33 @@ export interface Dialect {
    * replicas starting together on one server. Null where one process opens the database anyway.
    */
   setupLockSql: string | null;
+  /**
+   * A SQL expression for the database's clock in milliseconds since the epoch (an integer):
+   * leases between replicas are measured on one clock, the database's, not on each machine's.
+   */
+  clockMs: string;
+}
+
+/** A notification payload's limit (Postgres allows just under 8,000 bytes; headroom kept). */
+export const MAX_NOTIFICATION_BYTES = 7 * 1024;
+
+/**
+ * Notifications between replicas (LISTEN/NOTIFY): present only on an engine `sharedByReplicas`.
+ * Listening holds one dedicated connection, connected again (with backoff) when it drops;
+ * notifications sent while it was down may be lost, so a listener re-reads what it waits for in
+ * `onReconnect` (rows stay the truth).
+ */
+export interface Channels {
+  /** Subscribes `fn` to `channel` (a lowercase identifier); resolves once the database listens. */
+  listen(channel: string, fn: (payload: string) => void): Promise<void>;
+  /**
+   * Queues one notification (at most MAX_NOTIFICATION_BYTES, else it throws); the notifications of
+   * one turn go in one round trip, in the order queued. Delivery is at most once.
+   */
+  notify(channel: string, payload: string): void;
+  /** `fn` runs each time the listening connection is established again after it dropped. */
+  onReconnect(fn: () => void): void;
+  close(): Promise<void>;
 }
 
 export interface Queryable {
@@ -60,6 +93,8 @@ export interface Queryable {
 
 export interface Db extends Queryable {
   readonly dialect: Dialect;
+  /** Notifications between replicas; present only when the dialect is `sharedByReplicas`. */
+  readonly channels?: Channels;
   /** Runs `fn` in one transaction; commits when it resolves, rolls back when it throws. */
   transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
   close(): Promise<void>;

@@ -6,6 +6,7 @@
 // after a later-numbered one). Followers (stream.ts) bound their own buffers; this module bounds
 // how many there are, per process and per team.
 import { idFloor, PREFIX } from '../../protocol/ids.ts';
+import { guard } from '../../shared/faults.ts';
 import type { Db } from '../db/types.ts';
 import { SvcError, TooManyRequests } from '../errors.ts';
 import { type Event, eventIdsAfter, eventsByIds, type LiveEvents } from './store.ts';
@@ -114,10 +115,21 @@ class TeamFeed {
     }
   }
 
+  /** Events another replica appended (told after their commit): those not seen yet go out now. */
+  async fetch(ids: readonly string[]): Promise<void> {
+    await this.ready;
+    const fresh = ids.filter((id) => !this.#seen.has(id));
+    for (let i = 0; i < fresh.length; i += ROW_PAGE)
+      for (const e of await eventsByIds(this.#db, this.teamId, fresh.slice(i, i + ROW_PAGE))) this.offer(e);
+  }
+
   close(): void {
     clearInterval(this.#timer);
   }
 }
+
+/** Event ids per announcement to the other replicas (its payload stays far under 7 KB). */
+const IDS_PER_ANNOUNCEMENT = 100;
 
 /** The process's live events: a member of the application context (main.ts). */
 export class EventBus implements LiveEvents {
@@ -130,13 +142,51 @@ export class EventBus implements LiveEvents {
   /** Cut streams whose connection was closed because their client took nothing within the grace. */
   dropped = 0;
 
-  constructor(db: Db, limits: Partial<StreamLimits> = {}) {
+  /** Tells the other replicas which events were appended here (absent with one replica). */
+  #announce: ((teamId: string, ids: string[]) => void) | undefined;
+  /** Ids appended this turn, by team, announced together at its end. */
+  #unannounced = new Map<string, string[]>();
+
+  constructor(
+    db: Db,
+    limits: Partial<StreamLimits> = {},
+    announce?: (teamId: string, ids: string[]) => void,
+  ) {
     this.#db = db;
     this.limits = { ...STREAM_LIMITS, ...limits };
+    this.#announce = announce;
   }
 
   publish(e: Event): void {
     this.#feeds.get(e.TeamID)?.offer(e);
+    if (!this.#announce) return;
+    // Committed already: the other replicas read the rows as soon as they hear of them.
+    if (this.#unannounced.size === 0)
+      setImmediate(guard('events: announce to other replicas', () => this.#flushAnnouncements()));
+    const ids = this.#unannounced.get(e.TeamID);
+    if (ids) ids.push(e.ID);
+    else this.#unannounced.set(e.TeamID, [e.ID]);
+  }
+
+  #flushAnnouncements(): void {
+    const all = this.#unannounced;
+    this.#unannounced = new Map();
+    for (const [teamId, ids] of all)
+      for (let i = 0; i < ids.length; i += IDS_PER_ANNOUNCEMENT) {
+        try {
+          this.#announce?.(teamId, ids.slice(i, i + IDS_PER_ANNOUNCEMENT));
+        } catch {
+          // The team's poll finds them (rows stay the truth).
+        }
+      }
+  }
+
+  /** Another replica appended these events: the team's streams here get them now. */
+  heard(teamId: string, ids: readonly string[]): void {
+    this.#feeds
+      .get(teamId)
+      ?.fetch(ids)
+      .catch(() => {});
   }
 
   /**

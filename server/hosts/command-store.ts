@@ -18,6 +18,12 @@ export interface CommandRow {
   created_at: string;
   acked_at: string | null;
   finished_at: string | null;
+  /** The replica waiting for the outcome ('' before replicas were recorded). */
+  origin: string;
+  /** The replica that wrote it to the host's stream for another ('' when the origin did). */
+  holder: string;
+  /** A failure's type (frames.ts CommandFailureType); '' when it succeeded or was not recorded. */
+  error_type: string;
 }
 
 export interface NewCommand {
@@ -27,13 +33,15 @@ export interface NewCommand {
   teamId: string;
   kind: string;
   payload: unknown;
+  /** The replica that waits for its outcome. */
+  origin?: string;
 }
 
 export async function insertCommand(q: Queryable, c: NewCommand): Promise<void> {
   await q.run(
-    `INSERT INTO commands (id, host_id, env_id, team_id, kind, payload, status, created_at)
-     VALUES (?, ?, ?, ?, ?, ?, 'sent', ?)`,
-    [c.id, c.hostId, c.envId, c.teamId, c.kind, json(c.payload), now()],
+    `INSERT INTO commands (id, host_id, env_id, team_id, kind, payload, status, created_at, origin)
+     VALUES (?, ?, ?, ?, ?, ?, 'sent', ?, ?)`,
+    [c.id, c.hostId, c.envId, c.teamId, c.kind, json(c.payload), now(), c.origin ?? ''],
   );
 }
 
@@ -45,7 +53,7 @@ export async function markAcked(q: Queryable, id: string, at: string = now()): P
 export async function finishCommand(
   q: Queryable,
   id: string,
-  outcome: { ok: true; result: unknown } | { ok: false; error: string },
+  outcome: { ok: true; result: unknown } | { ok: false; error: string; type?: string },
   ackedAt?: string,
 ): Promise<boolean> {
   const changed = await updateColumns(
@@ -55,6 +63,7 @@ export async function finishCommand(
       status: outcome.ok ? 'succeeded' : 'failed',
       result: outcome.ok ? json(outcome.result) : undefined,
       error: outcome.ok ? undefined : outcome.error,
+      error_type: outcome.ok ? undefined : outcome.type,
       acked_at: ackedAt,
       finished_at: now(),
     },
@@ -68,13 +77,66 @@ export async function getCommand(q: Queryable, id: string): Promise<CommandRow |
   return q.get<CommandRow>('SELECT * FROM commands WHERE id = ?', [id]);
 }
 
-/** On start: commands left in flight by a previous process can never get their result here. */
-export async function failUnfinishedCommands(q: Queryable, reason: string): Promise<number> {
+/**
+ * Commands left in flight by processes that are gone can never get their result: every unfinished
+ * one whose origin is not among `liveOrigins` (the replicas alive now) is failed.
+ */
+export async function failUnfinishedCommands(
+  q: Queryable,
+  reason: string,
+  liveOrigins: readonly string[] = [],
+): Promise<number> {
+  const spared = liveOrigins.length ? ` AND origin NOT IN (${liveOrigins.map(() => '?').join(', ')})` : '';
   return updateColumns(
     q,
     'commands',
-    { status: 'failed', error: reason, finished_at: now() },
-    'finished_at IS NULL',
-    [],
+    { status: 'failed', error: reason, error_type: 'host_gone', finished_at: now() },
+    `finished_at IS NULL${spared}`,
+    liveOrigins,
   );
+}
+
+/** The unfinished commands a replica that died was waiting for: failed, as a restart does. */
+export async function failCommandsOf(q: Queryable, origin: string, reason: string): Promise<number> {
+  return updateColumns(
+    q,
+    'commands',
+    { status: 'failed', error: reason, error_type: 'host_gone', finished_at: now() },
+    'finished_at IS NULL AND origin = ?',
+    [origin],
+  );
+}
+
+/**
+ * Takes an unfinished command to write it to its host's stream for its origin replica: its row for
+ * exactly one taker, once (a command row is sent to a host at most once); undefined for the others.
+ */
+export async function claimCommand(
+  q: Queryable,
+  id: string,
+  holder: string,
+): Promise<Pick<CommandRow, 'host_id' | 'env_id' | 'kind' | 'payload'> | undefined> {
+  return q.get(
+    `UPDATE commands SET holder = ? WHERE id = ? AND holder = '' AND finished_at IS NULL
+     RETURNING host_id, env_id, kind, payload`,
+    [holder, id],
+  );
+}
+
+export type CommandOutcome = Pick<
+  CommandRow,
+  'id' | 'status' | 'result' | 'error' | 'error_type' | 'holder'
+> & {
+  finished: boolean;
+};
+
+/** The state of the commands among `ids` (a relay's poll for outcomes it was not told of). */
+export async function commandOutcomes(q: Queryable, ids: readonly string[]): Promise<CommandOutcome[]> {
+  if (ids.length === 0) return [];
+  const rows = await q.all<Omit<CommandOutcome, 'finished'> & { finished_at: string | null }>(
+    `SELECT id, status, result, error, error_type, holder, finished_at FROM commands
+      WHERE id IN (${ids.map(() => '?').join(', ')})`,
+    ids,
+  );
+  return rows.map((r) => ({ ...r, finished: r.finished_at !== null }));
 }

@@ -53,13 +53,31 @@ export interface Driver {
   run(target: CommandTarget, envId: string, kind: CommandKind, payload: unknown): Promise<unknown>;
 }
 
-interface Pending {
+export interface Pending {
   id: string;
   hostId: string;
   teamId: string;
   kind: string;
   resolve: (v: unknown) => void;
   reject: (e: Error) => void;
+}
+
+/**
+ * Hosts whose stream another replica holds (server/cluster/relay.ts): a command for one goes to
+ * that replica, which writes it to the stream and stores its outcome on the row. Absent on a
+ * database for one replica: a host with no stream here is not connected.
+ */
+export interface RemoteHosts {
+  /** Hands the command (its row is committed) to the replica holding its host; settles `p`. */
+  forward(p: Pending): void;
+  /** The command's wait ended here (settled, timed out, cancelled). */
+  settled(id: string): void;
+  /** True (once) when the command's outcome was read from its row: nothing to write again. */
+  finishedElsewhere(id: string): boolean;
+  /** An ack or result from a host here for a command another replica sent: true when it was one. */
+  received(hostId: string, f: Frame): boolean;
+  /** A host's stream here ended: what this replica wrote to it for others fails. */
+  gone(e: HostGone): void;
 }
 
 /**
@@ -91,6 +109,9 @@ export class Dispatcher extends Emitter<DispatcherEvents> {
   #acks = new Map<string, { at: string; timer: NodeJS.Timeout }>();
   /** Commands between their row's insert and its outcome (#execute). */
   #inFlight = 0;
+  /** This replica's id, recorded as each command's origin. */
+  #replica: string;
+  #remote: RemoteHosts | undefined;
   /** Bound of a command that names none: the phase bound (tests shorten it). */
   defaultTimeoutMs = PHASE_TIMEOUT_MS;
 
@@ -102,6 +123,8 @@ export class Dispatcher extends Emitter<DispatcherEvents> {
     commitDelayMs?: number,
     /** Where progress events go live once committed. */
     events?: LiveEvents,
+    /** The other replicas' hosts, and this replica's part in commands for them. */
+    cluster?: { replica: string; remote?: RemoteHosts },
   ) {
     super((err, _name, e) => log.warn({ err, host: e.hostId }, 'handling a late result failed'));
     this.#db = db;
@@ -112,6 +135,8 @@ export class Dispatcher extends Emitter<DispatcherEvents> {
     });
     this.#drivers = drivers;
     this.#events = events;
+    this.#replica = cluster?.replica ?? '';
+    this.#remote = cluster?.remote;
   }
 
   /** Row writes and commits so far, and how many commits waited for company (tests, benchmarks). */
@@ -131,7 +156,7 @@ export class Dispatcher extends Emitter<DispatcherEvents> {
   received(e: HostFrame): Promise<void> | undefined {
     switch (e.frame.type) {
       case 'ack':
-        this.#ack(e.hostId, e.frame);
+        if (!this.#ack(e.hostId, e.frame)) this.#remote?.received(e.hostId, e.frame);
         return;
       case 'progress':
         return this.#progress(e.hostId, e.frame);
@@ -144,6 +169,7 @@ export class Dispatcher extends Emitter<DispatcherEvents> {
   /** The host's stream dropped or was replaced (the hub's `gone`): its commands in flight fail now, not in 15 minutes. */
   gone(e: HostGone): void {
     this.#streams.delete(e.hostId);
+    this.#remote?.gone(e);
     for (const p of [...this.#pending.values()]) {
       if (p.hostId !== e.hostId) continue;
       this.#pending.delete(p.id);
@@ -185,7 +211,15 @@ export class Dispatcher extends Emitter<DispatcherEvents> {
     const id = newId(PREFIX.command);
     const t0 = Date.now();
     let ok = false;
-    const row = { id, hostId: target.hostId, envId, teamId: target.teamId, kind, payload };
+    const row = {
+      id,
+      hostId: target.hostId,
+      envId,
+      teamId: target.teamId,
+      kind,
+      payload,
+      origin: this.#replica,
+    };
     this.#inFlight++;
     try {
       await this.#rows.write((q) => insertCommand(q, row));
@@ -208,19 +242,23 @@ export class Dispatcher extends Emitter<DispatcherEvents> {
       // Shape-checked before the row says succeeded: a malformed result fails the command (502).
       const result = checkResult(kind, await limited);
       const acked = this.#takeAck(id);
-      await this.#rows.write((q) => finishCommand(q, id, { ok: true, result }, acked));
+      if (!this.#remote?.finishedElsewhere(id))
+        await this.#rows.write((q) => finishCommand(q, id, { ok: true, result }, acked));
       ok = true;
       return result;
     } catch (err) {
       const message = (err as Error).message;
       const acked = this.#takeAck(id);
-      await this.#rows.write((q) => finishCommand(q, id, { ok: false, error: message }, acked));
+      const type = err instanceof CommandError ? err.type : undefined;
+      if (!this.#remote?.finishedElsewhere(id))
+        await this.#rows.write((q) => finishCommand(q, id, { ok: false, error: message, type }, acked));
       throw err instanceof CommandError
         ? err
         : new CommandError(err instanceof MalformedResult ? 'malformed' : 'host_error', message, id);
     } finally {
       this.#inFlight--;
       this.#pending.delete(id);
+      this.#remote?.settled(id);
       commandFinished.publish({ kind, ok, ms: Date.now() - t0 });
     }
   }
@@ -233,10 +271,14 @@ export class Dispatcher extends Emitter<DispatcherEvents> {
     payload: unknown,
   ): Promise<unknown> {
     return new Promise((resolve, reject) => {
-      this.#pending.set(id, { id, hostId: target.hostId, teamId: target.teamId, kind, resolve, reject });
+      const p = { id, hostId: target.hostId, teamId: target.teamId, kind, resolve, reject };
+      this.#pending.set(id, p);
       const send = this.#streams.get(target.hostId);
       const sent = send?.(frame('command', { command_id: id, kind, env_id: envId, payload }));
-      if (!sent) reject(new CommandError('host_gone', `host ${target.hostId} is not connected`, id));
+      if (sent) return;
+      // Not here: the replica holding the host's stream sends it, when one does.
+      if (!send && this.#remote) return this.#remote.forward(p);
+      reject(new CommandError('host_gone', `host ${target.hostId} is not connected`, id));
     });
   }
 
@@ -248,9 +290,11 @@ export class Dispatcher extends Emitter<DispatcherEvents> {
     return driver.run(target, envId, kind, payload);
   }
 
-  #ack(hostId: string, f: Frame): void {
+  /** False for an ack of no command this replica waits for. */
+  #ack(hostId: string, f: Frame): boolean {
     const p = this.#pending.get(f.command_id as string);
-    if (!p || p.hostId !== hostId || this.#acks.has(p.id)) return;
+    if (!p || p.hostId !== hostId) return false;
+    if (this.#acks.has(p.id)) return true;
     const at = now();
     const timer = setTimeout(
       guard('dispatcher: ack write', () => {
@@ -260,6 +304,7 @@ export class Dispatcher extends Emitter<DispatcherEvents> {
     );
     timer.unref();
     this.#acks.set(p.id, { at, timer });
+    return true;
   }
 
   /** The ack time for the result's row write (and no separate write any more). */
@@ -291,7 +336,7 @@ export class Dispatcher extends Emitter<DispatcherEvents> {
     const id = f.command_id as string;
     const p = this.#pending.get(id);
     if (!p || p.hostId !== hostId) {
-      this.emit('late', { hostId, frame: f });
+      if (!this.#remote?.received(hostId, f)) this.emit('late', { hostId, frame: f });
       return;
     }
     this.#pending.delete(id);

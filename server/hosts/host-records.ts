@@ -25,8 +25,18 @@ export class HostRecords {
   #queue = new KeyedQueue();
   #events: LiveEvents | undefined;
 
-  constructor(db: Db, dispatcher: Dispatcher, log: HostRecordsLogger, events?: LiveEvents) {
+  /** Marks a host whose stream here ended unreachable (unless another replica holds it now). */
+  #release: (hostId: string) => Promise<void>;
+
+  constructor(
+    db: Db,
+    dispatcher: Dispatcher,
+    log: HostRecordsLogger,
+    events?: LiveEvents,
+    release?: (hostId: string) => Promise<void>,
+  ) {
     this.#db = db;
+    this.#release = release ?? ((hostId) => updateHost(db, hostId, { status: 'unreachable' }));
     this.#dispatcher = dispatcher;
     this.#log = log;
     this.#events = events;
@@ -65,8 +75,6 @@ export class HostRecords {
   /** A replaced stream's host is connected again: only a host with no stream is unreachable. */
   async gone(e: HostGone): Promise<void> {
     if (e.replaced) return;
-    await this.#queue.run(e.hostId, () =>
-      updateHost(this.#db, e.hostId, { status: 'unreachable' }).catch(() => {}),
-    );
+    await this.#queue.run(e.hostId, () => this.#release(e.hostId).catch(() => {}));
   }
 }

@@ -122,6 +122,12 @@ export class Hub extends Emitter<HubEvents> implements HostConnectivity {
     return this.#conns.has(hostId);
   }
 
+  /** Writes a frame on the host's open stream here; false when it has none. */
+  write(hostId: string, f: Frame): boolean {
+    const c = this.#conns.get(hostId);
+    return c ? this.#send(c, f) : false;
+  }
+
   /** Sidecar hosts with an open stream (GET /metrics). */
   connectedCount(): number {
     return this.#conns.size;

@@ -35,25 +35,25 @@ export class ProcessStreams {
     return this.#follows.size;
   }
 
-  /** An output frame from a host (the hub's `output`). */
-  output(e: HostOutput): void {
+  /** An output frame from a host (the hub's `output`, or relayed by another replica); false: no follower here. */
+  output(e: HostOutput): boolean {
     const key = `${e.hostId}/${e.frame.follow}`;
     const f = this.#follows.get(key);
-    if (!f) return;
+    if (!f) return false;
     const fr = e.frame;
     switch (fr.kind) {
       case 'stdout':
       case 'stderr':
         if (e.admitted) f.sink.output(fr.kind, fr.seq, fr.data);
         else f.sink.gap(fr.seq, fr.seq);
-        return;
+        return true;
       case 'gap':
         f.sink.gap(fr.from, fr.to);
-        return;
+        return true;
       case 'end':
         this.#follows.delete(key);
         f.sink.end(fr.end);
-        return;
+        return true;
     }
   }
 

@@ -63,6 +63,8 @@ export async function dumpDatabase(s: TestServer): Promise<string> {
   let out = '';
   for (const { name } of tables) {
     if (!/^[a-z_]+$/.test(name)) continue;
+    // The replica's own heartbeat renews its lease there every few seconds, whatever requests do.
+    if (name === 'replicas') continue;
     out += `${JSON.stringify(await db.all(`SELECT * FROM ${name}`))}\n`;
   }
   return out;

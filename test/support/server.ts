@@ -18,6 +18,8 @@ export interface TestServer {
   key: string;
   server: Server;
   dialect: DialectName;
+  /** The database it uses (a file path or a DSN): another replica may start on it. */
+  db: string;
   /** Request helper: JSON in, `{status, body, headers}` out; `auth` false sends no credential. */
   req(method: string, path: string, opts?: ReqOpts): Promise<Res>;
   close(): Promise<void>;
@@ -71,6 +73,37 @@ export async function startTestServer(
 ): Promise<TestServer> {
   const { target, cleanup } = shared ? { target: shared.target, cleanup: () => {} } : await dbTarget(dialect);
   const key = shared?.key ?? `dak_test${randomBytes(16).toString('hex')}`;
+  try {
+    return await startOn(dialect, target, key, env, opts, cleanup);
+  } catch (err) {
+    cleanup();
+    throw err;
+  }
+}
+
+/**
+ * Another control-plane replica on `t`'s database (the same team key works on both). Closing it
+ * leaves the database to `t`.
+ */
+export function startReplica(
+  t: TestServer,
+  env: Record<string, string> = {},
+  opts: StartOptions = {},
+): Promise<TestServer> {
+  const sealing: Record<string, string> = t.server.ctx.config.secretsKey
+    ? { SVC_SECRETS_KEY: t.server.ctx.config.secretsKey }
+    : {};
+  return startOn(t.dialect, t.db, t.key, { ...sealing, ...env }, opts, () => {});
+}
+
+async function startOn(
+  dialect: DialectName,
+  target: string,
+  key: string,
+  env: Record<string, string>,
+  opts: StartOptions,
+  cleanup: () => void,
+): Promise<TestServer> {
   const config = parseConfig(['-addr', '127.0.0.1:0', '-db', target], {
     SVC_BOOTSTRAP_KEY: key,
     // A Postgres control plane seals provider tokens only with SVC_SECRETS_KEY (no key file).
@@ -93,6 +126,7 @@ export async function startTestServer(
     key,
     server,
     dialect,
+    db: target,
     req,
     close: async () => {
       await server.close();
