@@ -63,7 +63,11 @@ function split(cmd: Command, flags: FlagSpec[], argv: string[]): Split {
         out.explicit[spec.name] = value === 'true';
         continue;
       }
-      if (inline) throw new UsageError(`${name} takes no value`, cmd);
+      // `-it`: short boolean flags written together (parseArgs takes the group as it is).
+      const group =
+        !t.startsWith('--') &&
+        [...t.slice(1)].every((c) => flags.some((f) => f.short === c && f.type === 'boolean'));
+      if (inline && !group) throw new UsageError(`${name} takes no value`, cmd);
       out.flagTokens.push(t);
       continue;
     }

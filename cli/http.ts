@@ -78,12 +78,67 @@ export class Client {
     this.#key = key;
   }
 
+  /** The credential header, for connections made without fetch (a WebSocket). */
+  authHeaders(): Record<string, string> {
+    return this.#key ? { authorization: `Bearer ${this.#key}` } : {};
+  }
+
+  /**
+   * A GET whose 2xx body is handed over as it arrives (a file streamed to stdout); any other
+   * answer throws like request(). Bounded by the request timeout while nothing arrives: each
+   * chunk of the body starts the wait again, so a large file may take as long as it flows.
+   */
+  async download(path: string, query: Record<string, string> = {}): Promise<AsyncIterable<Uint8Array>> {
+    const url = new URL(this.server + path);
+    for (const [k, v] of Object.entries(query)) url.searchParams.set(k, v);
+    const ac = new AbortController();
+    let timer = setTimeout(() => ac.abort(), REQUEST_TIMEOUT_MS);
+    const idle = () => {
+      clearTimeout(timer);
+      timer = setTimeout(() => ac.abort(), REQUEST_TIMEOUT_MS);
+    };
+    let res: globalThis.Response;
+    try {
+      res = await fetch(url, { headers: { accept: '*/*', ...this.authHeaders() }, signal: ac.signal });
+    } catch (err) {
+      clearTimeout(timer);
+      throw new CliError(
+        `cannot reach ${this.server}: ${ac.signal.aborted ? reasonOf({ name: 'TimeoutError' }) : reasonOf(err)}`,
+      );
+    }
+    if (res.status < 200 || res.status > 299 || !res.body) {
+      const bytes = Buffer.from(await res.arrayBuffer().catch(() => new ArrayBuffer(0)));
+      clearTimeout(timer);
+      throw errorMessage(res.status, res.statusText, res.headers.get('content-type') ?? '', bytes);
+    }
+    const body = res.body;
+    const server = this.server;
+    return {
+      async *[Symbol.asyncIterator]() {
+        try {
+          for await (const chunk of body as unknown as AsyncIterable<Uint8Array>) {
+            idle();
+            yield chunk;
+          }
+        } catch (err) {
+          throw new CliError(
+            `${server} stopped sending: ${ac.signal.aborted ? reasonOf({ name: 'TimeoutError' }) : reasonOf(err)}`,
+          );
+        } finally {
+          clearTimeout(timer);
+        }
+      },
+    };
+  }
+
   /** Sends a request; a non-2xx answer throws HttpError, a network failure CliError. */
   async request(method: string, path: string, opts: RequestOptions = {}): Promise<Response> {
     const url = new URL(this.server + path);
     for (const [k, v] of Object.entries(opts.query ?? {})) url.searchParams.set(k, v);
-    const headers: Record<string, string> = { accept: 'application/json' };
-    if (opts.auth !== false && this.#key) headers.authorization = `Bearer ${this.#key}`;
+    const headers: Record<string, string> = {
+      accept: 'application/json',
+      ...(opts.auth !== false ? this.authHeaders() : {}),
+    };
     let body: Uint8Array | string | ReadableStream | undefined;
     if (opts.json !== undefined) {
       body = JSON.stringify(opts.json);
