@@ -1,5 +1,6 @@
 // `svc completion bash|zsh`: completion scripts generated from the command records, so every
 // verb, subverb and flag is offered, plus the few fixed values the spec names.
+import { SIGNALS } from '../protocol/processes.ts';
 import type { Command, FlagSpec } from './command.ts';
 
 /** Fixed values for some flags and first positionals, keyed `<words> <flag or #0>`. */
@@ -9,6 +10,7 @@ const VALUES: Record<string, string[]> = {
   'init #0': ['rl-environment', 'agent', 'rl-environment-ops', 'agent-runtime'],
   'cloud connect #0': ['manual', 'cloudvm', 'sandbox-a', 'sandbox-b'],
   'completion #0': ['bash', 'zsh'],
+  'kill --signal': [...SIGNALS],
 };
 
 const flagWords = (flags: FlagSpec[]): string[] => {

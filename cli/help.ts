@@ -6,7 +6,8 @@ const GROUP_SUMMARY: Record<string, string> = {
   cloud: 'Cloud credentials and provisioning',
   host: 'Hosts that run environments',
   env: 'Environments (addressed by id)',
-  files: 'Files in and out of a service',
+  files: 'Files in and out of a service (tar archives)',
+  fs: 'Single files of a service',
   deployment: 'Deployments and their phases',
 };
 

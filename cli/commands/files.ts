@@ -3,6 +3,7 @@ import type { Command } from '../command.ts';
 import { UsageError } from '../errors.ts';
 import { seg } from '../http.ts';
 import { extractSafely, packPath } from '../tarball.ts';
+import { runLive } from './processes.ts';
 
 const SERVICE = {
   name: 'service',
@@ -53,17 +54,33 @@ export const filesGet: Command = {
 
 export const exec: Command = {
   words: ['exec'],
-  usage: 'exec --service S <env> [--] <cmd...>',
-  summary: 'Run a command in a service and print {exit_code, stdout, stderr}',
-  details: 'A non-zero exit code of the command is printed, not an error of svc (exit 0).',
-  flags: [SERVICE],
+  usage: 'exec --service S [-i] [-t] <env> [--] <cmd...>',
+  summary: 'Run a command in a service and print {exit_code, stdout, stderr}; -i/-t attach to it',
+  details:
+    'A non-zero exit code of the command is printed, not an error of svc (exit 0).\n' +
+    'With -i (stdin forwarded) or -t (a terminal, as svc shell) the command runs as a live process:\n' +
+    'its output is streamed as it comes, and svc exits with its exit code (128+n for signal n).',
+  flags: [
+    SERVICE,
+    {
+      name: 'interactive',
+      short: 'i',
+      type: 'boolean',
+      help: 'Forward stdin to the command (EOF closes its stdin)',
+    },
+    { name: 'tty', short: 't', type: 'boolean', help: 'Give the command a terminal of the local size' },
+  ],
   positionals: [{ name: 'env' }, { name: 'cmd', variadic: true }],
   async run(ctx) {
     const [env, ...rest] = ctx.args;
     const cmd = rest[0] === '--' ? rest.slice(1) : rest;
     if (cmd.length === 0) throw new UsageError('missing <cmd...>', exec);
+    const service = ctx.flags.service as string;
+    const stdin = ctx.flags.interactive === true;
+    const tty = ctx.flags.tty === true;
+    if (stdin || tty) return runLive(ctx, env, { service, cmd, stdin, tty });
     const r = await ctx.client().json('POST', `/v1/envs/${seg(env)}/exec`, {
-      json: { service: ctx.flags.service, cmd },
+      json: { service, cmd },
     });
     ctx.io.json(r);
     return 0;

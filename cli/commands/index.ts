@@ -11,9 +11,11 @@ import {
   events,
 } from './envs.ts';
 import { exec, filesGet, filesPut } from './files.ts';
+import { fsCat, fsLs, fsPut, fsRm } from './fs.ts';
 import { cloudConnect, cloudList, hostJoinToken, hostList } from './infra.ts';
 import { deploy, fork, rollback, snapshot, verify } from './lifecycle.ts';
 import { completion, help, unavailable, version } from './meta.ts';
+import { kill, ps, shell } from './processes.ts';
 import { projectCreate, projectEnvs, projectList } from './projects.ts';
 import { step } from './step.ts';
 import { init, templates } from './templates.ts';
@@ -43,6 +45,13 @@ export const COMMANDS: readonly Command[] = [
   filesPut,
   filesGet,
   exec,
+  shell,
+  ps,
+  kill,
+  fsLs,
+  fsCat,
+  fsPut,
+  fsRm,
   deploymentGet,
   deploymentWatch,
   events,
