@@ -8,21 +8,11 @@ import os
 import time
 
 from .http import SvcError, Transport, quote
-from .live import LIVE_ROUTES, LiveMixin
+from .live import LiveMixin
+from .routes import ROUTES, omit_none, route
 
 DEFAULT_SERVER = "http://localhost:8080"
 FINAL = ("succeeded", "failed", "rolled_back")
-
-# (method, route) -> Client method: the coverage test checks this against /openapi.json.
-ROUTES = {}
-
-
-def route(method, path):
-    def mark(fn):
-        ROUTES[(method, path)] = fn.__name__
-        return fn
-
-    return mark
 
 
 def config_file():
@@ -36,10 +26,6 @@ def _saved():
             return json.load(f)
     except (OSError, ValueError):
         return {}
-
-
-def _body(**fields):
-    return {k: v for k, v in fields.items() if v is not None}
 
 
 class Client(LiveMixin):
@@ -80,7 +66,7 @@ class Client(LiveMixin):
 
     @route("POST", "/auth/dev-login")
     def dev_login(self, email, name=None):
-        return self._call("POST", "/auth/dev-login", body=_body(email=email, name=name), auth=False)
+        return self._call("POST", "/auth/dev-login", body=omit_none(email=email, name=name), auth=False)
 
     @route("POST", "/v1/device/code")
     def device_code(self):
@@ -88,7 +74,7 @@ class Client(LiveMixin):
 
     @route("POST", "/v1/device/approve")
     def device_approve(self, user_code, team_id, name=None):
-        return self._call("POST", "/v1/device/approve", body=_body(user_code=user_code, team_id=team_id, name=name))
+        return self._call("POST", "/v1/device/approve", body=omit_none(user_code=user_code, team_id=team_id, name=name))
 
     @route("POST", "/v1/device/token")
     def device_token(self, device_code):
@@ -112,7 +98,7 @@ class Client(LiveMixin):
 
     @route("POST", "/v1/keys")
     def create_key(self, name=None):
-        return self._call("POST", "/v1/keys", body=_body(name=name))
+        return self._call("POST", "/v1/keys", body=omit_none(name=name))
 
     @route("DELETE", "/v1/keys/{id}")
     def revoke_key(self, key_id):
@@ -129,7 +115,7 @@ class Client(LiveMixin):
 
     @route("POST", "/v1/projects")
     def create_project(self, name, kind=None, source=None):
-        return self._call("POST", "/v1/projects", body=_body(name=name, kind=kind, source=source))
+        return self._call("POST", "/v1/projects", body=omit_none(name=name, kind=kind, source=source))
 
     @route("PUT", "/v1/uploads")
     def upload_context(self, archive):
@@ -143,7 +129,7 @@ class Client(LiveMixin):
     @route("POST", "/v1/projects/{project}/deploy")
     def deploy(self, project, compose, env=None, warm=None, context=None, compose_path=None, **extra):
         """context: an upload id from upload_context(); compose_path: the compose file's place inside it."""
-        body = _body(compose=compose, env=env, warm=warm, context=context, compose_path=compose_path, **extra)
+        body = omit_none(compose=compose, env=env, warm=warm, context=context, compose_path=compose_path, **extra)
         return self._call("POST", "/v1/projects/%s/deploy" % quote(project), body=body)
 
     @route("GET", "/v1/projects/{project}/source")
@@ -157,7 +143,7 @@ class Client(LiveMixin):
     @route("POST", "/v1/projects/{project}/deploy-from-source")
     def deploy_from_source(self, project, branch=None, env=None):
         path = "/v1/projects/%s/deploy-from-source" % quote(project)
-        return self._call("POST", path, body=_body(branch=branch, env=env))
+        return self._call("POST", path, body=omit_none(branch=branch, env=env))
 
     # Environments
     @route("GET", "/v1/envs/{env}")
@@ -181,7 +167,7 @@ class Client(LiveMixin):
     def fork(self, env_id, name=None, version=None, count=None):
         """count (1-100): that many forks of the one snapshot, named <name>-1 ... <name>-<count>; the
         answer is {fanout, version, snapshot, forks: [{environment, deployment, phases} or {name, error, status}]}."""
-        body = _body(name=name, version=version, count=count)
+        body = omit_none(name=name, version=version, count=count)
         return self._call("POST", "/v1/envs/%s/fork" % quote(env_id), body=body)
 
     @route("POST", "/v1/envs/{env}/snapshot")
@@ -195,12 +181,12 @@ class Client(LiveMixin):
     @route("POST", "/v1/envs/{env}/verify")
     def verify(self, env_id, resume=None, step=None):
         """step: a step of a multi-step task (x-svc.verifier.steps) to grade with its own tests."""
-        body = _body(resume=resume, step=step)
+        body = omit_none(resume=resume, step=step)
         return self._call("POST", "/v1/envs/%s/verify" % quote(env_id), body=body)
 
     @route("POST", "/v1/envs/{env}/exec")
     def exec(self, env_id, service, cmd, timeout_sec=None):
-        body = _body(service=service, cmd=list(cmd), timeout_sec=timeout_sec)
+        body = omit_none(service=service, cmd=list(cmd), timeout_sec=timeout_sec)
         timeout = (timeout_sec or 120) + 30
         return self._call("POST", "/v1/envs/%s/exec" % quote(env_id), body=body, timeout=timeout)
 
@@ -258,13 +244,13 @@ class Client(LiveMixin):
     def sandbox(self, from_version=None, image=None, **fields):
         """count=N (1-100, with from_version) starts N forks of its one snapshot at once; the answer is
         {fanout, version, snapshot, sandboxes: [{environment, deployment} or {name, error, status, ...}]}."""
-        body = _body(from_version=from_version, image=image, **fields)
+        body = omit_none(from_version=from_version, image=image, **fields)
         return self._call("POST", "/v1/sandboxes", body=body, timeout=(fields.get("timeout_sec") or 600) + 60)
 
     @route("POST", "/v1/targets/{name}/sandboxes")
     def target_sandbox(self, target, image, **fields):
         path = "/v1/targets/%s/sandboxes" % quote(target)
-        return self._call("POST", path, body=_body(image=image, **fields), timeout=(fields.get("timeout_sec") or 600) + 60)
+        return self._call("POST", path, body=omit_none(image=image, **fields), timeout=(fields.get("timeout_sec") or 600) + 60)
 
     # Clouds, hosts and targets
     @route("GET", "/v1/clouds")
@@ -273,11 +259,11 @@ class Client(LiveMixin):
 
     @route("POST", "/v1/clouds")
     def create_cloud(self, provider, name=None, config=None):
-        return self._call("POST", "/v1/clouds", body=_body(provider=provider, name=name, config=config))["cloud"]
+        return self._call("POST", "/v1/clouds", body=omit_none(provider=provider, name=name, config=config))["cloud"]
 
     @route("POST", "/v1/join-tokens")
     def join_token(self, cloud_id=None):
-        return self._call("POST", "/v1/join-tokens", body=_body(cloud_id=cloud_id))
+        return self._call("POST", "/v1/join-tokens", body=omit_none(cloud_id=cloud_id))
 
     @route("GET", "/v1/hosts")
     def hosts(self):
@@ -286,7 +272,7 @@ class Client(LiveMixin):
     @route("POST", "/v1/targets/connect")
     def connect_target(self, provider, token=None, name=None, config=None):
         """A hosted sandbox provider (sandbox-a, sandbox-b): the token is checked, then cloud and driver host made."""
-        return self._call("POST", "/v1/targets/connect", body=_body(provider=provider, token=token, name=name, config=config))
+        return self._call("POST", "/v1/targets/connect", body=omit_none(provider=provider, token=token, name=name, config=config))
 
     @route("GET", "/v1/targets")
     def targets(self):
@@ -344,8 +330,6 @@ class Client(LiveMixin):
 
         return Episode(self, from_version=from_version, image=image, service=service, **sandbox_fields)
 
-
-ROUTES.update(LIVE_ROUTES)
 
 for _method, _path in [("GET", "/svc-linux-amd64"), ("GET", "/svc-linux-arm64")]:
     ROUTES[(_method, _path)] = "download_svc"

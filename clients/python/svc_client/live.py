@@ -6,20 +6,7 @@ import json
 import urllib.request
 
 from .http import SvcError, quote
-
-LIVE_ROUTES = {}
-
-
-def _route(method, path):
-    def mark(fn):
-        LIVE_ROUTES[(method, path)] = fn.__name__
-        return fn
-
-    return mark
-
-
-def _fields(**fields):
-    return {k: v for k, v in fields.items() if v is not None}
+from .routes import omit_none, route
 
 
 class LiveMixin:
@@ -49,21 +36,21 @@ class LiveMixin:
                         return
 
     # Processes
-    @_route("POST", "/v1/envs/{env}/processes")
+    @route("POST", "/v1/envs/{env}/processes")
     def process_start(self, env_id, service, cmd, env=None, cwd=None, user=None, stdin=None, tty=None):
         """tty: {"rows": R, "cols": C}. Returns {"pid": ...} at once; the process runs on."""
-        body = _fields(service=service, cmd=list(cmd), env=env, cwd=cwd, user=user, stdin=stdin, tty=tty)
+        body = omit_none(service=service, cmd=list(cmd), env=env, cwd=cwd, user=user, stdin=stdin, tty=tty)
         return self._call("POST", "/v1/envs/%s/processes" % quote(env_id), body=body)
 
-    @_route("GET", "/v1/envs/{env}/processes")
+    @route("GET", "/v1/envs/{env}/processes")
     def processes(self, env_id):
         return self._call("GET", "/v1/envs/%s/processes" % quote(env_id))["processes"]
 
-    @_route("GET", "/v1/envs/{env}/processes/{pid}")
+    @route("GET", "/v1/envs/{env}/processes/{pid}")
     def process(self, env_id, pid):
         return self._call("GET", "/v1/envs/%s/processes/%s" % (quote(env_id), quote(pid)))
 
-    @_route("GET", "/v1/envs/{env}/processes/{pid}/stream")
+    @route("GET", "/v1/envs/{env}/processes/{pid}/stream")
     def process_attach(self, env_id, pid, since=None, timeout=None):
         """Yields {type: stdout|stderr, seq, data (bytes)}, {type: gap, from, to} and last {type: end, ...}."""
         path = "/v1/envs/%s/processes/%s/stream" % (quote(env_id), quote(pid))
@@ -72,7 +59,7 @@ class LiveMixin:
                 event["data"] = base64.b64decode(event.get("data", ""))
             yield event
 
-    @_route("POST", "/v1/envs/{env}/processes/{pid}/input")
+    @route("POST", "/v1/envs/{env}/processes/{pid}/input")
     def process_input(self, env_id, pid, data=None, close=False):
         """data: bytes or str for the process's stdin; close=True closes it."""
         if isinstance(data, str):
@@ -81,7 +68,7 @@ class LiveMixin:
         path = "/v1/envs/%s/processes/%s/input" % (quote(env_id), quote(pid))
         return self._call("POST", path, body=body)
 
-    @_route("POST", "/v1/envs/{env}/processes/{pid}/signal")
+    @route("POST", "/v1/envs/{env}/processes/{pid}/signal")
     def process_kill(self, env_id, pid, signal="TERM"):
         path = "/v1/envs/%s/processes/%s/signal" % (quote(env_id), quote(pid))
         return self._call("POST", path, body={"signal": signal})
@@ -90,39 +77,39 @@ class LiveMixin:
     def _fs(self, env_id, suffix=""):
         return "/v1/envs/%s/fs%s" % (quote(env_id), suffix)
 
-    @_route("GET", "/v1/envs/{env}/fs")
+    @route("GET", "/v1/envs/{env}/fs")
     def fs_read(self, env_id, service, path):
         return self._call("GET", self._fs(env_id), query={"service": service, "path": path})
 
-    @_route("PUT", "/v1/envs/{env}/fs")
+    @route("PUT", "/v1/envs/{env}/fs")
     def fs_write(self, env_id, service, path, data, mode=None):
         if isinstance(data, str):
             data = data.encode()
-        query = _fields(service=service, path=path, mode=mode)
+        query = omit_none(service=service, path=path, mode=mode)
         return self._call("PUT", self._fs(env_id), query=query, raw=data, content_type="application/octet-stream")
 
-    @_route("DELETE", "/v1/envs/{env}/fs")
+    @route("DELETE", "/v1/envs/{env}/fs")
     def fs_remove(self, env_id, service, path):
         return self._call("DELETE", self._fs(env_id), query={"service": service, "path": path})
 
-    @_route("GET", "/v1/envs/{env}/fs/stat")
+    @route("GET", "/v1/envs/{env}/fs/stat")
     def fs_stat(self, env_id, service, path):
         return self._call("GET", self._fs(env_id, "/stat"), query={"service": service, "path": path})
 
-    @_route("GET", "/v1/envs/{env}/fs/list")
+    @route("GET", "/v1/envs/{env}/fs/list")
     def fs_list(self, env_id, service, path, depth=None):
-        query = _fields(service=service, path=path, depth=depth)
+        query = omit_none(service=service, path=path, depth=depth)
         return self._call("GET", self._fs(env_id, "/list"), query=query)["entries"]
 
-    @_route("POST", "/v1/envs/{env}/fs/move")
+    @route("POST", "/v1/envs/{env}/fs/move")
     def fs_move(self, env_id, service, src, dst):
         return self._call("POST", self._fs(env_id, "/move"), body={"service": service, "from": src, "to": dst})
 
-    @_route("POST", "/v1/envs/{env}/fs/mkdir")
+    @route("POST", "/v1/envs/{env}/fs/mkdir")
     def fs_mkdir(self, env_id, service, path):
         return self._call("POST", self._fs(env_id, "/mkdir"), body={"service": service, "path": path})
 
-    @_route("GET", "/v1/envs/{env}/fs/watch")
+    @route("GET", "/v1/envs/{env}/fs/watch")
     def fs_watch(self, env_id, service, path, timeout=None):
         """Yields {type: create|write|remove|rename|gap|end, path, ...} as the directory changes."""
         return self._sse(self._fs(env_id, "/watch"), {"service": service, "path": path}, timeout)
