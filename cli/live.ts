@@ -250,7 +250,8 @@ class Session {
       if (e.seq <= this.#lastSeq) return; // already written before a re-attach
       this.#lastSeq = e.seq;
       // The size again once the process surely runs: an engine before API 1.42 ignores the start's
-      // size, and the host's resize right after the start can come too early to take.
+      // size, and an older svcd sets it once right after the start, which the engine may refuse
+      // while the exec is not running yet.
       if (this.#o.tty && !this.#sized) {
         this.#sized = true;
         this.#resize();
