@@ -106,6 +106,8 @@ export class Dispatcher extends Emitter<DispatcherEvents> {
   #pending = new Map<string, Pending>();
   /** One command at a time per environment of a host. */
   #queue = new KeyedQueue();
+  /** Per lane (see `run`): resolves once the lane's latest command was written to its host. */
+  #lanes = new Map<string, Promise<void>>();
   #acks = new Map<string, { at: string; timer: NodeJS.Timeout }>();
   /** Commands between their row's insert and its outcome (#execute). */
   #inFlight = 0;
@@ -181,6 +183,9 @@ export class Dispatcher extends Emitter<DispatcherEvents> {
    * Runs one command and returns its result payload; throws CommandError with the host's reason.
    * An aborted `signal` cancels it: the wait ends, the row is marked failed and the environment's
    * queue moves on (the sidecar may still finish it and keep the result, spec "Command lifecycle" 6).
+   * Commands of one `lane` (a live process's input, resize, signal) are written to the host in the
+   * order `run` was called, each once the one before it was written, not answered: the host
+   * applies them in that order (sidecar/processes/lane.ts) without a round trip each.
    */
   async run<K extends CommandKind>(
     target: CommandTarget,
@@ -189,15 +194,35 @@ export class Dispatcher extends Emitter<DispatcherEvents> {
     payload: Payloads[K],
     timeoutMs: number = this.defaultTimeoutMs,
     signal?: AbortSignal,
+    lane?: string,
   ): Promise<Results[K]> {
     // Live-process kinds act on running processes at once, beside the environment's queue.
     const key = envId && !LIVE_KINDS.has(kind) ? `${target.hostId}/${envId}` : '';
+    const turn = lane ? this.#laneTurn(`${target.hostId}/${lane}`) : undefined;
     const exec = () => {
       if (signal?.aborted) throw cancelled(kind, signal);
-      return this.#execute(target, envId, kind, payload, timeoutMs, signal);
+      return this.#execute(target, envId, kind, payload, timeoutMs, signal, turn);
     };
-    const result = await this.#queue.run(key, exec, signal);
-    return result as Results[K];
+    try {
+      const result = await this.#queue.run(key, exec, signal);
+      return result as Results[K];
+    } finally {
+      turn?.written(); // never left holding its lane, whatever happened before it was sent
+    }
+  }
+
+  /** This command's place in `key`'s lane: wait for `before`, call `written` once sent (or failed). */
+  #laneTurn(key: string): { before: Promise<void>; written: () => void } {
+    const before = this.#lanes.get(key) ?? Promise.resolve();
+    let written!: () => void;
+    const mine = new Promise<void>((r) => {
+      written = r;
+    });
+    this.#lanes.set(key, mine);
+    void mine.then(() => {
+      if (this.#lanes.get(key) === mine) this.#lanes.delete(key);
+    });
+    return { before, written };
   }
 
   async #execute(
@@ -207,6 +232,7 @@ export class Dispatcher extends Emitter<DispatcherEvents> {
     payload: unknown,
     timeoutMs: number,
     signal?: AbortSignal,
+    turn?: { before: Promise<void>; written: () => void },
   ) {
     const id = newId(PREFIX.command);
     const t0 = Date.now();
@@ -221,16 +247,20 @@ export class Dispatcher extends Emitter<DispatcherEvents> {
       origin: this.#replica,
     };
     this.#inFlight++;
+    let outcome: Promise<unknown>;
     try {
       await this.#rows.write((q) => insertCommand(q, row));
+      await turn?.before;
+      outcome =
+        target.kind === 'sidecar'
+          ? this.#overStream(id, target, envId, kind, payload)
+          : this.#viaDriver(id, target, envId, kind, payload);
     } catch (err) {
       this.#inFlight--;
       throw err;
+    } finally {
+      turn?.written();
     }
-    const outcome =
-      target.kind === 'sidecar'
-        ? this.#overStream(id, target, envId, kind, payload)
-        : this.#viaDriver(id, target, envId, kind, payload);
     const limited = bounded(
       outcome,
       timeoutMs,

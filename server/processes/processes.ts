@@ -86,50 +86,88 @@ export async function getProcess(
   return p;
 }
 
-export async function inputProcess(
+/** One control message for a process, as the host takes it. */
+export type Control =
+  | { kind: 'proc.input'; payload: Payloads['proc.input'] }
+  | { kind: 'proc.signal'; payload: Payloads['proc.signal'] }
+  | { kind: 'proc.resize'; payload: Payloads['proc.resize'] };
+
+/**
+ * Sends a control message in its process's lane (input, resize and signal of one process reach
+ * the host and are applied in the order they entered it; none waits for the environment's queue).
+ * It enters the lane once `after` resolved and it was checked: `entered` says so, and a caller
+ * with messages in order (a WebSocket) passes it on as the next one's `after`, so none waits for
+ * the answer of the one before. `done` is its outcome.
+ */
+export function controlProcess(
+  ctx: AppContext,
+  caller: Caller,
+  envId: string,
+  msg: Control,
+  after: Promise<void> = Promise.resolve(),
+): { entered: Promise<void>; done: Promise<void> } {
+  let enter!: () => void;
+  const entered = new Promise<void>((r) => {
+    enter = r;
+  });
+  const done = (async () => {
+    try {
+      if (msg.kind === 'proc.input') {
+        const { data, close } = msg.payload;
+        if (!data && !close) throw new BadRequest('input needs data, close, or both');
+        if (data && !isBase64(data)) throw new BadRequest('data must be base64');
+      }
+      const { env, target } = await targetFor(ctx, caller, envId);
+      await after;
+      const lane = `proc/${env.ID}/${msg.payload.pid}`;
+      const sent = ctx.dispatcher.run(
+        target,
+        env.ID,
+        msg.kind,
+        msg.payload,
+        COMMAND_TIMEOUT_MS,
+        undefined,
+        lane,
+      );
+      enter();
+      await hostCall(sent);
+    } finally {
+      enter();
+    }
+  })();
+  return { entered, done };
+}
+
+export function inputProcess(
   ctx: AppContext,
   caller: Caller,
   envId: string,
   pid: string,
   body: ProcessInputBody,
 ): Promise<void> {
-  const data = body.data ?? '';
-  if (!data && !body.close) throw new BadRequest('input needs data, close, or both');
-  if (data && !isBase64(data)) throw new BadRequest('data must be base64');
-  const { env, target } = await targetFor(ctx, caller, envId);
-  await hostCall(
-    ctx.dispatcher.run(
-      target,
-      env.ID,
-      'proc.input',
-      { pid, data, close: body.close ?? false },
-      COMMAND_TIMEOUT_MS,
-    ),
-  );
+  const payload = { pid, data: body.data ?? '', close: body.close ?? false };
+  return controlProcess(ctx, caller, envId, { kind: 'proc.input', payload }).done;
 }
 
-export async function signalProcess(
+export function signalProcess(
   ctx: AppContext,
   caller: Caller,
   envId: string,
   pid: string,
   body: ProcessSignalBody,
 ): Promise<void> {
-  const { env, target } = await targetFor(ctx, caller, envId);
-  await hostCall(
-    ctx.dispatcher.run(target, env.ID, 'proc.signal', { pid, signal: body.signal }, COMMAND_TIMEOUT_MS),
-  );
+  return controlProcess(ctx, caller, envId, { kind: 'proc.signal', payload: { pid, signal: body.signal } })
+    .done;
 }
 
-export async function resizeProcess(
+export function resizeProcess(
   ctx: AppContext,
   caller: Caller,
   envId: string,
   pid: string,
   size: { rows: number; cols: number },
 ): Promise<void> {
-  const { env, target } = await targetFor(ctx, caller, envId);
-  await hostCall(ctx.dispatcher.run(target, env.ID, 'proc.resize', { pid, ...size }, COMMAND_TIMEOUT_MS));
+  return controlProcess(ctx, caller, envId, { kind: 'proc.resize', payload: { pid, ...size } }).done;
 }
 
 /** Attaches `sink` (replay after `since`, then live); 404 for a pid the host does not know. */

@@ -18,7 +18,7 @@ import { targetFor } from '../envs/io.ts';
 import { SvcError, Unauthorized } from '../errors.ts';
 import type { UpgradeHandler } from '../hosts/hub.ts';
 import type { Caller } from '../identity/auth.ts';
-import { followProcess, inputProcess, resizeProcess, signalProcess } from './processes.ts';
+import { type Control, controlProcess, followProcess } from './processes.ts';
 import { FollowerSink } from './sink.ts';
 
 const PATH = /^\/v1\/envs\/([A-Za-z0-9_-]{1,100})\/processes\/([A-Za-z0-9_-]{1,100})\/stream$/;
@@ -147,17 +147,20 @@ function serve(
   ws.on('error', () => {});
   ws.on('close', () => sink.close());
   let queued = 0;
-  let turn: Promise<void> = Promise.resolve();
-  const run = (msg: ProcessClientMessageBody): Promise<void> => {
+  // Each message enters the process's lane once the one before it did: in order, and without
+  // waiting for the host's answer to the one before (processes.ts controlProcess).
+  let entered: Promise<void> = Promise.resolve();
+  let answered: Promise<void> = Promise.resolve();
+  const control = (msg: ProcessClientMessageBody): Control => {
     switch (msg.type) {
       case 'input':
-        return inputProcess(ctx, caller, envId, pid, { data: msg.data });
+        return { kind: 'proc.input', payload: { pid, data: msg.data, close: false } };
       case 'close_stdin':
-        return inputProcess(ctx, caller, envId, pid, { close: true });
+        return { kind: 'proc.input', payload: { pid, data: '', close: true } };
       case 'resize':
-        return resizeProcess(ctx, caller, envId, pid, { rows: msg.rows, cols: msg.cols });
+        return { kind: 'proc.resize', payload: { pid, rows: msg.rows, cols: msg.cols } };
       case 'signal':
-        return signalProcess(ctx, caller, envId, pid, { signal: msg.signal });
+        return { kind: 'proc.signal', payload: { pid, signal: msg.signal } };
     }
   };
   ws.on('message', (data, isBinary) => {
@@ -168,15 +171,19 @@ function serve(
     if (!MESSAGE_CHECK.Check(msg))
       return ws.close(1008, 'a message must be one of input, close_stdin, resize, signal');
     if (++queued > MAX_QUEUED) return ws.close(1008, 'too many messages waiting');
-    turn = turn
-      .then(() => run(msg as ProcessClientMessageBody))
-      .catch((err) => {
-        if (ws.readyState === WebSocket.OPEN)
-          ws.send(JSON.stringify({ type: 'error', error: (err as Error).message }));
-      })
-      .finally(() => {
-        queued--;
-      });
+    const c = controlProcess(ctx, caller, envId, control(msg as ProcessClientMessageBody), entered);
+    entered = c.entered;
+    // Refusals are told in the order the messages were sent, whichever the host answered first.
+    const failed = c.done.then(
+      () => null,
+      (err: Error) => err,
+    );
+    answered = answered.then(async () => {
+      const err = await failed;
+      queued--;
+      if (err && ws.readyState === WebSocket.OPEN)
+        ws.send(JSON.stringify({ type: 'error', error: err.message }));
+    });
   });
   followProcess(ctx, caller, envId, pid, since, sink).catch((err) => {
     if (!(err instanceof SvcError)) log.warn({ err: (err as Error).message }, 'process attach failed');

@@ -29,6 +29,7 @@ import type { DockerEngine } from '../docker/engine.ts';
 import { DockerError, dockerMessage } from '../docker/errors.ts';
 import { checkCommand, exitCode, streamEnded } from '../docker/exec.ts';
 import { Demuxer } from '../docker/mux.ts';
+import { ControlLanes, written } from './lane.ts';
 import type { OrphanRecords } from './orphans.ts';
 import { type Chunk, OutputRing } from './ring.ts';
 import { initialSize, type SandboxTask, SandboxTasks, signalSandboxTask, startExec } from './start.ts';
@@ -80,6 +81,8 @@ export class ProcessTable {
   /** Every follower on the current stream, by id. */
   #followers = new Map<string, Proc>();
   #sandboxed = new SandboxTasks();
+  /** Each process's input, resize and signals, in the order they came (lane.ts). */
+  #lanes = new ControlLanes();
 
   /** `records`: where each live process is noted, so the next svcd can kill what this one left. */
   constructor(
@@ -290,18 +293,22 @@ export class ProcessTable {
       procs.delete(p.info.pid);
   }
 
-  input(envId: string, o: Payloads['proc.input']): void {
+  /** Runs a control step of `pid` in its lane: after the ones before it, before the ones after. */
+  control<T>(envId: string, pid: string, urgent: boolean, step: (hurry: Promise<void>) => Promise<T>) {
+    return this.#lanes.run(`${envId}/${pid}`, urgent, step);
+  }
+
+  /** Resolves once the bytes left for the engine (or `hurry`: a signal came after them). */
+  async input(envId: string, o: Payloads['proc.input'], hurry: Promise<void>): Promise<void> {
     const p = this.#get(envId, o.pid);
     if (!p.info.stdin) throw new Error(`${PROCESS_REFUSED}: ${o.pid} was started without stdin`);
     if (!p.stdinOpen) throw new Error(`${PROCESS_REFUSED}: the stdin of ${o.pid} is closed`);
     const data = Buffer.from(o.data, 'base64');
     if (data.length > MAX_STDIN_CHUNK)
       throw new Error(`${PROCESS_REFUSED}: an input chunk is at most ${MAX_STDIN_CHUNK} bytes`);
-    if (data.length) p.stream.write(data);
-    if (o.close) {
-      p.stdinOpen = false;
-      p.stream.end();
-    }
+    if (o.close) p.stdinOpen = false;
+    if (data.length) await written(p.stream, data, hurry);
+    if (o.close) p.stream.end();
   }
 
   async signal(envId: string, o: Payloads['proc.signal']): Promise<void> {

@@ -146,18 +146,47 @@ describe('live processes on real Docker', { skip: tier('docker') }, async () => 
         const w = await followWs(r.t, env, pid);
         w.send({ type: 'input', data: b64('stty size\n') });
         await w.until(hasText('24 80'));
+        // A resize and the keystrokes after it go in the process's one lane: the next line sees it.
         w.send({ type: 'resize', rows: 40, cols: 100 });
-        // A resize and the next keystrokes travel as separate commands, each beside the queue: ask
-        // again until the new size shows (bounded), rather than once and wait forever.
-        for (let i = 0; i < 50 && !hasText('40 100')(w.events); i++) {
-          w.send({ type: 'input', data: b64('stty size\n') });
-          await new Promise((res) => setTimeout(res, 200));
-        }
+        w.send({ type: 'input', data: b64('stty size\n') });
         await w.until(hasText('40 100'));
         w.send({ type: 'input', data: b64('exit 5\n') });
         await w.until(ended);
         assert.deepEqual(w.end(), { type: 'end', exit_code: 5 });
         assert.equal(await w.closed, 1000);
+      });
+
+      test('input, resize, input sent back to back over the WebSocket reach the terminal in that order', async () => {
+        const pid = await start(r.t, env, {
+          service: 'app',
+          cmd: ['sh', '-c', 'while read l; do echo "=$l $(stty size)"; done'],
+          stdin: true,
+          tty: { rows: 24, cols: 80 },
+        });
+        const w = await followWs(r.t, env, pid);
+        // Nothing is waited for between them: the WebSocket's order is the only order there is.
+        const sizes: [number, number][] = [];
+        w.send({ type: 'input', data: b64('start\n') });
+        for (let i = 1; i <= 12; i++) {
+          sizes.push([20 + i, 60 + 3 * i]);
+          w.send({ type: 'resize', rows: 20 + i, cols: 60 + 3 * i });
+          w.send({ type: 'input', data: b64(`line${i}\n`) });
+        }
+        const all = await w.until((events) => /=line12 \d+ \d+/.test(textOf(events)));
+        const text = textOf(all);
+        for (let i = 1; i <= 12; i++) {
+          const m = new RegExp(`=line${i} (\\d+) (\\d+)`).exec(text);
+          assert.ok(m, `line${i} answered: ${text}`);
+          // The shell may read a line after later resizes too, never before the one sent ahead of it.
+          const seen = sizes.findIndex(([rows, cols]) => rows === Number(m[1]) && cols === Number(m[2]));
+          assert.ok(seen >= i - 1, `line${i} sees ${m[1]} ${m[2]}, from before the resize sent ahead of it`);
+        }
+        assert.ok(
+          !all.some((e) => e.type === 'error'),
+          JSON.stringify(all.filter((e) => e.type === 'error')),
+        );
+        w.send({ type: 'signal', signal: 'KILL' });
+        await w.until(ended);
       });
 
       test('a WebSocket message that is not one of the four closes that socket with 1008, nothing else', async () => {
