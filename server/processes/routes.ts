@@ -38,6 +38,7 @@ export class SseSink extends FollowerSink {
   constructor() {
     super();
     this.out.on('error', () => {});
+    this.out.on('drain', () => this.drained());
     // Headers go out with the first bytes: a stream with nothing to replay must not wait for output.
     this.out.write(': attached\n\n');
     this.#beat = setInterval(() => {

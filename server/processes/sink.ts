@@ -1,7 +1,9 @@
 // One client following a live process (an SSE response or a WebSocket): output in order, a `gap`
 // for what was lost (on the host, on the way, or because this client reads too slowly), one `end`.
 // A client whose unsent output passes MAX_CLIENT_BUFFER gets gaps instead of more memory; the
-// process and the other clients never wait for it.
+// process and the other clients never wait for it. Its gap is told as soon as it read what was
+// queued (the transport calls `drained`), not only with the next output: a process that went
+// quiet after a flood still shows the client where its output went missing.
 import type { ProcessEnd } from '../../protocol/processes.ts';
 
 /** Unsent bytes a client may hold before its output turns into a gap. */
@@ -43,6 +45,11 @@ export abstract class FollowerSink {
       this.#gap = { from, to };
     }
     if (this.buffered() <= MAX_CLIENT_BUFFER) this.#flushGap();
+  }
+
+  /** The transport wrote out what was queued: a pending gap goes now, if the client keeps up again. */
+  protected drained(): void {
+    if (!this.#ended && this.#gap && this.buffered() <= MAX_CLIENT_BUFFER) this.#flushGap();
   }
 
   end(e: ProcessEnd): void {

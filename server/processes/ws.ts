@@ -47,8 +47,10 @@ class WsSink extends FollowerSink {
     return this.#ws.bufferedAmount;
   }
   protected send(json: string): void {
-    if (this.#ws.readyState === WebSocket.OPEN) this.#ws.send(json);
+    if (this.#ws.readyState === WebSocket.OPEN) this.#ws.send(json, this.#written);
   }
+  /** Each frame written out may be the one that brought a slow client back under the bound. */
+  #written = () => this.drained();
   protected finish(): void {
     if (this.#ws.readyState === WebSocket.OPEN) this.#ws.close(1000, 'end');
   }

@@ -1,16 +1,19 @@
 // Live processes at their bounds, on real Docker: a `yes` flood (gaps, not memory, for a client
-// that does not read; the ring replays at most 1 MiB), a million one-byte writes (coalesced,
+// that does not read; the ring replays at most 1 MiB), a WebSocket that stops reading (the control
+// plane's socket buffer stays under its bound; the gap is told once it reads again), a million one-byte writes (coalesced,
 // nothing lost), the 65th running process refused, and svcd SIGKILLed mid-stream (attached
 // clients get an end that says why; the restarted svcd kills what it left and no longer knows the pid).
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import type { Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import { MAX_PROCESSES_PER_ENV, PROCESS_RING_BYTES } from '../../protocol/processes.ts';
+import { MAX_OUTPUT_FRAME, MAX_PROCESSES_PER_ENV, PROCESS_RING_BYTES } from '../../protocol/processes.ts';
+import { MAX_CLIENT_BUFFER } from '../../server/processes/sink.ts';
 import { assertError } from '../support/api.ts';
 import { BUSYBOX_IMAGE, ensureTestImages } from '../support/images.ts';
 import { tier } from '../support/tiers.ts';
-import { ended, followSse, followWs, hasText, start } from './processes-support.ts';
+import { b64, ended, followSse, followWs, hasText, type StreamEvent, start } from './processes-support.ts';
 import { finished, IDLE_COMMAND, type Real, startReal } from './real.ts';
 
 const STACK = `
@@ -69,6 +72,65 @@ describe('live processes at their bounds on real Docker', { skip: tier('docker')
     assert.deepEqual(slow.end(), { type: 'end', exit_code: 137, signal: 'KILL' });
     assert.ok(PROCESS_RING_BYTES === 1024 * 1024);
     assert.equal((await r.t.req('GET', '/health')).status, 200, 'the control plane still answers');
+  });
+
+  test('a WebSocket that stops reading: the socket buffer stays bounded, the gap is told once it reads, the end too', {
+    timeout: 300_000,
+  }, async () => {
+    // Every socket the control plane writes to: the slow client's unsent bytes are measured there.
+    const sockets = new Set<Socket>();
+    const track = (s: Socket) => sockets.add(s);
+    r.t.server.app.server.on('connection', track);
+    let most = 0;
+    const sample = () => {
+      for (const s of sockets) most = Math.max(most, s.writableLength);
+    };
+    try {
+      const pid = await start(r.t, env, {
+        service: 'app',
+        cmd: [
+          'sh',
+          '-c',
+          'yes a line of output from yes | head -c 67108864; echo; echo DONE; read x; echo BYE',
+        ],
+        stdin: true,
+      });
+      const slow = await followWs(r.t, env, pid);
+      slow.ws.pause();
+      const fast = await followSse(r.t, env, pid, { keepData: false });
+      let done = false;
+      const push = fast.push.bind(fast);
+      fast.push = (e: StreamEvent) => {
+        sample();
+        if (e.type === 'stdout' && Buffer.from(e.data, 'base64').includes('DONE')) done = true;
+        push(e);
+      };
+      await fast.until(() => done);
+      sample();
+      // One frame may go out past the bound (64 KiB as base64 in its envelope), no more.
+      const bound = MAX_CLIENT_BUFFER + Math.ceil((MAX_OUTPUT_FRAME * 4) / 3) + 1024;
+      process.stderr.write(
+        `slow WebSocket: at most ${(most / 2 ** 20).toFixed(1)} MiB unsent on a control-plane socket (bound ${(bound / 2 ** 20).toFixed(1)} MiB) while ${(fast.bytes / 2 ** 20).toFixed(0)} MiB went to a reading client\n`,
+      );
+      assert.ok(most > 0, 'the slow client did fall behind');
+      assert.ok(most <= bound, `unsent bytes ${most} stay under ${bound}`);
+      // It reads again while the process waits on stdin: the gap comes without more output.
+      slow.keepData = false;
+      slow.ws.resume();
+      await slow.until((all) => all.some((e) => e.type === 'gap'));
+      assert.ok(!slow.end(), 'the process is still running');
+      const one = await r.t.req('GET', `${base()}/${pid}`);
+      assert.equal(one.body.status, 'running');
+      const fed = await r.t.req('POST', `${base()}/${pid}/input`, { body: { data: b64('go\n') } });
+      assert.equal(fed.status, 204);
+      await slow.until(ended);
+      assert.ok(slow.bytes < fast.bytes, 'the slow client was not sent everything');
+      assert.deepEqual(slow.end(), { type: 'end', exit_code: 0 });
+      await fast.until(ended);
+      assert.equal((await r.t.req('GET', '/health')).status, 200, 'the control plane still answers');
+    } finally {
+      r.t.server.app.server.off('connection', track);
+    }
   });
 
   test('a million one-byte writes arrive whole, coalesced into far fewer events', async () => {
