@@ -154,6 +154,14 @@ export const api = {
 
   startProcess: (id: string, body: ProcessStart) =>
     run('processes', client.POST('/v1/envs/{env}/processes', { ...env(id), body })),
+  hangUp: (id: string, pid: string) =>
+    run(
+      'processes',
+      client.POST('/v1/envs/{env}/processes/{pid}/signal', {
+        params: { path: { env: id, pid } },
+        body: { signal: 'HUP' },
+      }),
+    ),
   listDir: (id: string, service: string, path: string) =>
     run(
       'fs',

@@ -4,6 +4,10 @@
 // keystrokes go as `input`, a new size (the page or the panel resized) as `resize`, and the
 // process's end is shown. Browsers cannot set headers on a WebSocket, so the session travels as
 // a subprotocol (`svc.bearer.<token>`), never in the URL. Leaving the page hangs the shell up.
+// A dropped WebSocket (a server restart, the network) leaves the process running: the terminal
+// offers to re-attach with `since` = the last sequence number it showed, so what the process
+// printed meanwhile (as far as its buffer holds) is shown and nothing twice. A process the page
+// could never attach to, or leaves detached, is hung up through the signal route.
 import { FitAddon } from '@xterm/addon-fit';
 import { Terminal } from '@xterm/xterm';
 import '@xterm/xterm/css/xterm.css';
@@ -13,12 +17,19 @@ import { session } from './session.ts';
 import { withStyleNonce } from './style-nonce.ts';
 import { ErrorNote } from './ui.tsx';
 
-type State = 'idle' | 'starting' | 'attached' | 'ended';
+type State = 'idle' | 'starting' | 'attached' | 'detached' | 'ended';
 
 interface Live {
   term: Terminal;
   ws: WebSocket | null;
   observer: ResizeObserver;
+  /** The process, once started. */
+  pid: string;
+  /** The last output sequence number shown (a gap's end counts): a re-attach asks for what follows. */
+  seq: number;
+  /** Its end was shown: nothing to hang up or re-attach to. */
+  ended: boolean;
+  reattach: () => void;
 }
 
 const encoder = new TextEncoder();
@@ -81,6 +92,9 @@ export function TerminalPanel({ envId, services }: { envId: string; services: st
       // A terminal closed is a hang-up, as for any shell whose terminal goes away.
       l.ws.send(JSON.stringify({ type: 'signal', signal: 'HUP' }));
       l.ws.close(1000, 'closed');
+    } else if (l.pid && !l.ended) {
+      // Detached: the hang-up goes the other way (best effort: it may have ended meanwhile).
+      api.hangUp(envId, l.pid).catch(() => {});
     }
     l.term.dispose();
   };
@@ -116,7 +130,15 @@ export function TerminalPanel({ envId, services }: { envId: string; services: st
       term.open(el);
       fit.fit();
     });
-    const l: Live = { term, ws: null, observer: new ResizeObserver(() => refit()) };
+    const l: Live = {
+      term,
+      ws: null,
+      observer: new ResizeObserver(() => refit()),
+      pid: '',
+      seq: 0,
+      ended: false,
+      reattach: () => attach(false),
+    };
     live.current = l;
     const refit = () => {
       if (live.current !== l || el.clientWidth === 0) return;
@@ -124,9 +146,8 @@ export function TerminalPanel({ envId, services }: { envId: string; services: st
     };
     const showSize = () => setSize(`${term.cols} columns × ${term.rows} rows`);
     showSize();
-    let pid: string;
     try {
-      ({ pid } = await api.startProcess(envId, {
+      ({ pid: l.pid } = await api.startProcess(envId, {
         service,
         cmd,
         stdin: true,
@@ -140,18 +161,9 @@ export function TerminalPanel({ envId, services }: { envId: string; services: st
       return;
     }
     if (live.current !== l) return;
-    let ws: WebSocket;
-    try {
-      ws = new WebSocket(streamUrl(envId, pid), protocols());
-    } catch (err) {
-      stop();
-      setState('idle');
-      setError(`could not attach: ${(err as Error).message}`);
-      return;
-    }
-    l.ws = ws;
     const send = (msg: object) => {
-      if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify(msg));
+      const ws = l.ws;
+      if (ws && ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify(msg));
     };
     const input = (bytes: Uint8Array) => {
       for (let i = 0; i < bytes.length; i += MAX_INPUT)
@@ -163,40 +175,72 @@ export function TerminalPanel({ envId, services }: { envId: string; services: st
       showSize();
       send({ type: 'resize', rows, cols });
     });
-    ws.onopen = () => {
+
+    /** Opens the stream (`first`: right after the start; else again, after what was shown). */
+    function attach(first: boolean) {
       if (live.current !== l) return;
-      setState('attached');
-      // The page may have changed size while the process started.
-      refit();
-      send({ type: 'resize', rows: term.rows, cols: term.cols });
-      l.observer.observe(el);
-      term.focus();
-    };
-    ws.onmessage = (m) => {
-      if (live.current !== l || typeof m.data !== 'string') return;
-      let e: { type?: string; data?: string; from?: number; to?: number; error?: string };
+      const url = `${streamUrl(envId, l.pid)}${l.seq ? `?since=${l.seq}` : ''}`;
+      let ws: WebSocket;
+      let opened = false;
+      const neverAttached = (why: string) => {
+        // Nobody will ever type into it or see it: hang it up rather than leave it running.
+        if (first) api.hangUp(envId, l.pid).catch(() => {});
+        if (live.current !== l) return;
+        l.observer.disconnect();
+        setState(first ? 'ended' : 'detached');
+        setError(`could not attach: ${why}${first ? '; the process was hung up' : ''}`);
+      };
       try {
-        e = JSON.parse(m.data);
-      } catch {
+        ws = new WebSocket(url, protocols());
+      } catch (err) {
+        neverAttached((err as Error).message);
         return;
       }
-      if ((e.type === 'stdout' || e.type === 'stderr') && typeof e.data === 'string')
-        term.write(fromBase64(e.data));
-      else if (e.type === 'gap') term.write(`\r\n\x1b[7m[output ${e.from}–${e.to} was dropped]\x1b[0m\r\n`);
-      else if (e.type === 'error') setError(e.error ?? 'refused');
-      else if (e.type === 'end') {
-        const text = endText(e as { exit_code: number | null });
-        term.write(`\r\n\x1b[7m[process ${text}]\x1b[0m\r\n`);
-        setEnded(`The process ${text}.`);
-        setState('ended');
-      }
-    };
-    ws.onclose = (c) => {
-      if (live.current !== l) return;
-      l.observer.disconnect();
-      setState('ended');
-      setEnded((prev) => prev || `Disconnected${c.reason ? `: ${c.reason}` : ''}.`);
-    };
+      l.ws = ws;
+      ws.onopen = () => {
+        opened = true;
+        if (live.current !== l || l.ws !== ws) return;
+        setState('attached');
+        setError('');
+        setEnded('');
+        // The page may have changed size while the process started (or while detached).
+        refit();
+        send({ type: 'resize', rows: term.rows, cols: term.cols });
+        l.observer.observe(el as HTMLDivElement);
+        term.focus();
+      };
+      ws.onmessage = (m) => {
+        if (live.current !== l || l.ws !== ws || typeof m.data !== 'string') return;
+        let e: { type?: string; seq?: number; data?: string; from?: number; to?: number; error?: string };
+        try {
+          e = JSON.parse(m.data);
+        } catch {
+          return;
+        }
+        if ((e.type === 'stdout' || e.type === 'stderr') && typeof e.data === 'string') {
+          l.seq = Math.max(l.seq, e.seq ?? 0);
+          term.write(fromBase64(e.data));
+        } else if (e.type === 'gap') {
+          l.seq = Math.max(l.seq, e.to ?? 0);
+          term.write(`\r\n\x1b[7m[output ${e.from}–${e.to} was dropped]\x1b[0m\r\n`);
+        } else if (e.type === 'error') setError(e.error ?? 'refused');
+        else if (e.type === 'end') {
+          l.ended = true;
+          const text = endText(e as { exit_code: number | null });
+          term.write(`\r\n\x1b[7m[process ${text}]\x1b[0m\r\n`);
+          setEnded(`The process ${text}.`);
+          setState('ended');
+        }
+      };
+      ws.onclose = (c) => {
+        if (!opened) return neverAttached(c.reason || `the server refused (${c.code})`);
+        if (live.current !== l || l.ws !== ws || l.ended) return;
+        l.observer.disconnect();
+        setState('detached');
+        setEnded(`Disconnected${c.reason ? `: ${c.reason}` : ''}; the process is still running.`);
+      };
+    }
+    attach(true);
   };
 
   return (
@@ -224,9 +268,14 @@ export function TerminalPanel({ envId, services }: { envId: string; services: st
           <input value={command} maxLength={1000} onInput={(e) => setCommand(e.currentTarget.value)} />
         </label>
         <button type="submit" disabled={!service || state === 'starting'}>
-          {state === 'attached' ? 'Restart terminal' : 'Open terminal'}
+          {state === 'attached' || state === 'detached' ? 'Restart terminal' : 'Open terminal'}
         </button>
-        {state === 'attached' && (
+        {state === 'detached' && (
+          <button type="button" onClick={() => live.current?.reattach()}>
+            Re-attach
+          </button>
+        )}
+        {(state === 'attached' || state === 'detached') && (
           <button
             type="button"
             onClick={() => {
@@ -243,7 +292,7 @@ export function TerminalPanel({ envId, services }: { envId: string; services: st
       <p role="status">
         {state === 'starting' && 'Starting…'}
         {state === 'attached' && `Attached to ${service}: ${size}`}
-        {state === 'ended' && ended}
+        {(state === 'ended' || state === 'detached') && ended}
       </p>
       <div ref={box} class={state === 'idle' ? 'term-box term-box-idle' : 'term-box'} />
     </section>

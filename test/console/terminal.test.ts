@@ -1,15 +1,18 @@
 // The environment page's terminal and file browser in real Chromium, on a real control plane,
 // a real svcd and real Docker: a shell over the process WebSocket (typed input, output, a resize
-// seen by `stty size`, the end shown, a hang-up when closed), the WebSocket's browser credential
+// seen by `stty size`, the end shown, a hang-up when closed; a dropped WebSocket re-attached with
+// `since`, nothing lost and nothing twice; a process the page could not attach to hung up), the WebSocket's browser credential
 // (subprotocols: own session accepted, another team's session 404, a bad one 401), and files
 // uploaded, listed, opened (text and binary) and downloaded through the page.
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
+import type { Socket } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { Page } from 'playwright-core';
 import { WebSocket } from 'ws';
 import { sleep } from '../../shared/concurrency.ts';
+import { b64, followSse, hasText } from '../e2e/processes-support.ts';
 import { IDLE_COMMAND, type Real, startReal } from '../e2e/real.ts';
 import { BUSYBOX_IMAGE, ensureTestImages } from '../support/images.ts';
 import { tier } from '../support/tiers.ts';
@@ -227,6 +230,97 @@ describe('console: terminal and file browser on a real environment', {
     }
     const alive = await r.t.req('GET', '/health', { token: false });
     assert.equal(alive.status, 200);
+  });
+
+  /** The running processes of the environment, by pid. */
+  const running = async () => {
+    const list = await as('GET', `/v1/envs/${env}/processes`);
+    return list.body.processes
+      .filter((p: { status: string }) => p.status === 'running')
+      .map((p: { pid: string }) => p.pid) as string[];
+  };
+  const exited = async (pid: string) => {
+    for (;;) {
+      const one = await as('GET', `/v1/envs/${env}/processes/${pid}`);
+      if (one.body.status === 'exited') return;
+      await sleep(100);
+    }
+  };
+
+  test(
+    'the WebSocket drops: the terminal re-attaches after what it showed; output from meanwhile appears once',
+    T,
+    async () => {
+      const { page } = b;
+      // The server's end of each process WebSocket, to drop it the way a restart or the network would.
+      const sockets: Socket[] = [];
+      const track = (req: { url?: string }, socket: Socket) => {
+        if (req.url?.includes('/processes/')) sockets.push(socket);
+      };
+      r.t.server.app.server.on('upgrade', track);
+      try {
+        await page.goto(`${r.t.url}/app/env/?id=${env}`);
+        await page.getByRole('button', { name: 'Open terminal' }).click();
+        await page.getByText(/^Attached to app: /).waitFor();
+        const [pid] = await running();
+        await typeLine(page, 'echo before-$((6*7))');
+        await terminalLine(page, 'before-42');
+        for (const s of sockets) s.destroy();
+        await page.getByRole('button', { name: 'Re-attach' }).waitFor();
+        await page.getByText(/Disconnected.*the process is still running\./).waitFor();
+        // Output the process makes while nobody is attached (seen by a follower of our own).
+        const witness = await followSse(r.t, env, pid, { token: session });
+        await as('POST', `/v1/envs/${env}/processes/${pid}/input`, {
+          data: b64('echo meanwhile-$((6*7))\n'),
+        });
+        await witness.until(hasText('meanwhile-42'));
+        witness.abort();
+        await page.getByRole('button', { name: 'Re-attach' }).click();
+        await page.getByText(/^Attached to app: /).waitFor();
+        await terminalLine(page, 'meanwhile-42');
+        // `since` asked only for what followed: the earlier output is not shown a second time.
+        const rows = await page.evaluate(() =>
+          [...document.querySelectorAll('.xterm-rows > div')].map((row) =>
+            (row.textContent ?? '').replace(/\u00a0/g, ' ').trim(),
+          ),
+        );
+        assert.equal(rows.filter((x) => x === 'before-42').length, 1, rows.join('\n'));
+        // Still a working terminal.
+        await typeLine(page, 'echo after-$((6*7))');
+        await terminalLine(page, 'after-42');
+        await page.getByRole('button', { name: 'Close terminal' }).click();
+        await exited(pid);
+      } finally {
+        r.t.server.app.server.off('upgrade', track);
+      }
+    },
+  );
+
+  test('a process the page could never attach to is hung up, not left running', T, async () => {
+    const page = await b.context.newPage();
+    try {
+      // This page's WebSocket always asks for a path the server refuses (as a proxy without
+      // WebSocket support would): the process starts, the attach fails.
+      await page.addInitScript({
+        content: `{ const W = window.WebSocket; window.WebSocket = class extends W {
+          constructor(url, protocols) { super(String(url).replace(/\\/stream$/, '/refused'), protocols); } }; }`,
+      });
+      const before = new Set(await running());
+      await page.goto(`${r.t.url}/app/env/?id=${env}`);
+      await page.getByRole('button', { name: 'Open terminal' }).click();
+      await page.getByText(/could not attach: .*the process was hung up/).waitFor();
+      const started = (await as('GET', `/v1/envs/${env}/processes`)).body.processes.filter(
+        (p: { pid: string; cmd: string[] }) => !before.has(p.pid) && p.cmd[0] === 'sh',
+      );
+      assert.ok(started.length >= 1, 'a process was started');
+      for (const p of started) await exited(p.pid);
+      assert.deepEqual(
+        (await running()).filter((p) => !before.has(p)),
+        [],
+      );
+    } finally {
+      await page.close();
+    }
   });
 
   test(
