@@ -37,8 +37,11 @@ export class ExecTimeout extends DockerError {
   readonly stdout: string;
   readonly stderr: string;
   readonly killed: boolean;
+  /** What became of the command: `the command was killed`, or why it may still run. */
+  readonly kill: string;
   constructor(service: string, timeoutSec: number, out: { stdout: string; stderr: string }, kill: string) {
     super(`exec in service '${service}' timed out after ${timeoutSec}s; ${kill}`);
+    this.kill = kill;
     this.stdout = out.stdout;
     this.stderr = out.stderr;
     this.killed = kill.startsWith('the command was killed');

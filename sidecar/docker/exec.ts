@@ -1,12 +1,15 @@
 // Runs a command in a container through the Engine API (no `docker` CLI, no TTY), with stdout and
 // stderr kept apart and a timeout. The Engine API cannot kill an exec, so on timeout the exec's
 // host pid (from exec inspect) and its descendants are SIGKILLed: the sidecar runs as root on the
-// engine's host. When that is impossible (remote engine) the exec is abandoned and said so.
+// engine's host. When that is impossible (remote engine) the exec is abandoned and said so. Under
+// gVisor that pid is runsc's exec proxy, and the process is found and killed in the sandbox too
+// (gvisor-exec.ts), on the timeout path only.
 import { readdir, readFile } from 'node:fs/promises';
 import type Docker from 'dockerode';
 import { settledWithin, sleep } from '../../shared/concurrency.ts';
 import { guard } from '../../shared/faults.ts';
 import { DockerError, dockerMessage, ExecNotCreated, ExecTimeout } from './errors.ts';
+import { execProxy, killSandboxExec } from './gvisor-exec.ts';
 import { Demuxer, TailBuffer } from './mux.ts';
 
 export interface ExecOptions {
@@ -76,7 +79,7 @@ export async function execIn(
     'data',
     guard('exec: output', (chunk: Buffer) => demux.write(chunk)),
   );
-  return finishExec({ exec, service, stream, ended: streamEnded(stream), out, errOut }, timeoutSec);
+  return finishExec({ exec, service, cmd, stream, ended: streamEnded(stream), out, errOut }, timeoutSec);
 }
 
 /** Settles when the exec's attached stream ends (or closes); rejects on a stream error. */
@@ -94,6 +97,8 @@ export function streamEnded(stream: NodeJS.ReadableStream): Promise<void> {
 export interface RunningExec {
   exec: Docker.Exec;
   service: string;
+  /** The command it runs (under gVisor, what its task in the sandbox is named after). */
+  cmd: string[];
   stream: NodeJS.ReadableStream;
   ended: Promise<void>;
   out: TailBuffer;
@@ -107,7 +112,7 @@ export interface RunningExec {
 export async function finishExec(run: RunningExec, timeoutSec: number): Promise<ExecResult> {
   const { exec, service, stream, ended, out, errOut } = run;
   if (!(await settledWithin(ended, timeoutSec * 1000))) {
-    const kill = await killExec(exec);
+    const kill = await killExec(exec, run.cmd);
     // What the command wrote before dying is still in flight; give it a moment.
     await settledWithin(ended, 2000);
     (stream as unknown as { destroy?: () => void }).destroy?.();
@@ -134,7 +139,7 @@ export async function exitCode(exec: Docker.Exec, service: string): Promise<numb
 }
 
 /** SIGKILLs the exec's process tree; returns the sentence the timeout error ends with. */
-async function killExec(exec: Docker.Exec): Promise<string> {
+async function killExec(exec: Docker.Exec, cmd: string[]): Promise<string> {
   let pid = 0;
   try {
     const info = await exec.inspect();
@@ -144,6 +149,9 @@ async function killExec(exec: Docker.Exec): Promise<string> {
     return `the command was abandoned (exec inspect failed: ${dockerMessage(err)})`;
   }
   if (!pid) return 'the command was abandoned (the engine reported no pid)';
+  // Under gVisor the pid is runsc's exec proxy: the process itself is in the sandbox.
+  const proxy = await execProxy(pid);
+  const sandboxed = proxy ? await killSandboxExec(proxy, cmd) : null;
   const tree = [pid, ...(await descendants(pid))];
   const failed: string[] = [];
   for (const p of tree) {
@@ -153,6 +161,7 @@ async function killExec(exec: Docker.Exec): Promise<string> {
       if ((err as NodeJS.ErrnoException).code !== 'ESRCH') failed.push(`${p}: ${(err as Error).message}`);
     }
   }
+  if (sandboxed && !sandboxed.killed) return `the command's exec proxy was killed, but ${sandboxed.note}`;
   return failed.length
     ? `the command was abandoned (could not kill host pids ${failed.join(', ')})`
     : 'the command was killed';

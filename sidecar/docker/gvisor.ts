@@ -219,7 +219,7 @@ export function resolveRuntime(r: HostRuntimes | undefined, asked: Runtime | und
  * The runsc binary and state root of the sandbox whose host process is `pid` (Docker's State.Pid of
  * a gVisor container is the sandbox, `runsc-sandbox --root=<root> ...`), read from the host's /proc.
  */
-export async function sandboxOf(pid: number): Promise<{ runsc: string; root: string }> {
+export async function sandboxOf(pid: number): Promise<RunscRoot> {
   const [argv, runsc] = await Promise.all([
     readFile(`/proc/${pid}/cmdline`, 'utf8').then((t) => t.split('\0')),
     readlink(`/proc/${pid}/exe`),
@@ -229,17 +229,32 @@ export async function sandboxOf(pid: number): Promise<{ runsc: string; root: str
   return { runsc, root };
 }
 
+/** Where runsc keeps a sandbox's state: the binary to run and its `--root`. */
+export interface RunscRoot {
+  runsc: string;
+  root: string;
+}
+
+/** A row of gVisor's process table: pid and parent as its kernel numbers them, uid, command name. */
+export interface TaskRow {
+  pid: number;
+  ppid: number;
+  uid: number;
+  cmd: string;
+}
+
 /**
  * The processes inside a gVisor container as its own kernel (the sentry) sees them: pid, parent,
  * uid and command name (`runsc ps`'s table; its JSON form has pids only). Host /proc shows only the
  * sandbox, so this is the one place to see what a gVisor container runs.
  */
-export async function sandboxProcesses(
-  pid: number,
-  containerId: string,
-): Promise<{ pid: number; ppid: number; uid: number; cmd: string }[]> {
-  const { runsc, root } = await sandboxOf(pid);
-  const table = await run(runsc, [`--root=${root}`, 'ps', containerId]);
+export async function sandboxProcesses(pid: number, containerId: string): Promise<TaskRow[]> {
+  return sandboxTable(await sandboxOf(pid), containerId);
+}
+
+/** gVisor's process table of a container, through the runsc that runs it. */
+export async function sandboxTable(at: RunscRoot, containerId: string): Promise<TaskRow[]> {
+  const table = await run(at.runsc, [`--root=${at.root}`, 'ps', containerId]);
   const rows = table.split('\n').slice(1).filter(Boolean);
   return rows.map((row) => {
     const cols = row.trim().split(/\s+/);
@@ -252,8 +267,12 @@ export async function sandboxProcesses(
 
 /** Sends signal `number` to task `task` of a gVisor container (pid as gVisor's kernel numbers it). */
 export async function signalTask(sandboxPid: number, containerId: string, task: number, number: number) {
-  const { runsc, root } = await sandboxOf(sandboxPid);
-  await run(runsc, [`--root=${root}`, 'kill', `--pid=${task}`, containerId, String(number)]);
+  await killTask(await sandboxOf(sandboxPid), containerId, task, number);
+}
+
+/** The same, through the runsc that runs the container. */
+export async function killTask(at: RunscRoot, containerId: string, task: number, number: number) {
+  await run(at.runsc, [`--root=${at.root}`, 'kill', `--pid=${task}`, containerId, String(number)]);
 }
 
 /** Docker's name of the runtime a container of an environment must have been created with. */

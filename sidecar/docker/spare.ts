@@ -168,7 +168,16 @@ export class Spare {
     } catch {
       return this.#lost();
     }
-    const ran = { exec, service, stream, ended: this.#ended, out: this.#out, errOut: this.#errOut };
+    // Its task in gVisor is the spare's shell, or what the line exec'd.
+    const ran = {
+      exec,
+      service,
+      cmd: ['/bin/sh', ...argv],
+      stream,
+      ended: this.#ended,
+      out: this.#out,
+      errOut: this.#errOut,
+    };
     try {
       const result = await finishExec(ran, opts.timeoutSec ?? 120);
       return this.#went ? result : this.#lost();

@@ -29,7 +29,9 @@ export async function envExec(
   } catch (err) {
     // Like timeout(1): the command ran, so its partial output comes back with exit code 124.
     if (err instanceof ExecTimeout) {
-      const note = `svc: command timed out after ${timeoutSec} s and was killed`;
+      const note = err.killed
+        ? `svc: command timed out after ${timeoutSec} s and was killed`
+        : `svc: command timed out after ${timeoutSec} s; ${err.kill}`;
       return {
         exit_code: TIMEOUT_EXIT_CODE,
         stdout: err.stdout ?? '',

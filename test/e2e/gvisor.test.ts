@@ -203,6 +203,31 @@ describe('the runtime matrix on real Docker', { skip: tier('docker') }, async ()
         assert.doesNotMatch(out.stdout, /rc=0/);
       });
 
+      test('a timed-out exec is gone from the container after its 124, with what it started', async () => {
+        // The marks tell these commands from anything else running; under gVisor the engine's pid
+        // of an exec is runsc's proxy, which alone dying left the process running in the sandbox.
+        const loop = 'while :; do echo tick >> /data/ticks; sleep 0.1; done # svc-timed-loop';
+        for (const cmd of [
+          ['sleep', '1000'],
+          ['sh', '-c', loop],
+        ]) {
+          const timed = await r.t.req('POST', `/v1/envs/${env}/exec`, {
+            body: { service: 'app', cmd, timeout_sec: 1 },
+          });
+          assert.equal(timed.status, 200, JSON.stringify(timed.body));
+          assert.equal(timed.body.exit_code, 124);
+          assert.match(timed.body.stderr, /timed out after 1 s and was killed$/);
+          const ps = (await exec(r.t, env, 'app', ['ps', '-o', 'pid,ppid,args'])).stdout;
+          assert.doesNotMatch(ps, /sleep 1000|svc-timed-loop/, `${ps}\n${r.log().slice(-2000)}`);
+        }
+        // The loop's file stopped growing: the same size before and after another exec's round trip.
+        const size = async () => (await exec(r.t, env, 'app', ['wc', '-c', '/data/ticks'])).stdout;
+        const first = await size();
+        await exec(r.t, env, 'app', ['sleep', '0.5']);
+        assert.equal(await size(), first);
+        assert.equal((await r.t.req('GET', '/health')).status, 200, 'the control plane still answers');
+      });
+
       test('destroy leaves nothing', async () => {
         const d = await r.t.req('DELETE', `/v1/envs/${env}`);
         assert.equal((await finished(r.t, d.body.deployment.ID)).deployment.Status, 'succeeded');
