@@ -16,11 +16,12 @@ import { sleep } from '../../shared/concurrency.ts';
 import { sandboxProcesses, signalTask } from '../docker/gvisor.ts';
 import { GVISOR_DOCKER_RUNTIME } from '../docker/render.ts';
 
-/** A process inside a gVisor sandbox: the sandbox's host pid, its container, the task's pid there. */
+/** A process inside a gVisor sandbox: the sandbox's host pid, its container, the task's pid and name there. */
 export interface SandboxTask {
   sandboxPid: number;
   containerId: string;
   task: number;
+  name: string;
 }
 
 type Inspected = { Id: string; State: { Pid: number }; HostConfig: { Runtime?: string } };
@@ -60,7 +61,7 @@ export class SandboxTasks {
       const name = basename(cmd[0] ?? '').slice(0, 15);
       const seen = new Set(before.map((p) => p.pid));
       const fresh = ((await table()) ?? []).filter((p) => !seen.has(p.pid) && p.ppid === 0 && p.cmd === name);
-      const task = fresh.length === 1 ? { sandboxPid, containerId: info.Id, task: fresh[0].pid } : null;
+      const task = fresh.length === 1 ? { sandboxPid, containerId: info.Id, task: fresh[0].pid, name } : null;
       return { value, task };
     } finally {
       release();

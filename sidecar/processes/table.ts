@@ -205,7 +205,7 @@ export class ProcessTable {
     if (!this.#records) return;
     const hostPid = await this.#hostPid(p);
     if (!hostPid) return;
-    await this.#records.record(p.info.pid, hostPid);
+    await this.#records.record(p.info.pid, hostPid, p.task);
     // It may have ended while this was written.
     if (p.info.status !== 'running') this.#records.forget(p.info.pid);
   }

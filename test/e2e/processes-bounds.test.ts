@@ -2,7 +2,9 @@
 // that does not read; the ring replays at most 1 MiB), a WebSocket that stops reading (the control
 // plane's socket buffer stays under its bound; the gap is told once it reads again), a million one-byte writes (coalesced,
 // nothing lost), the 65th running process refused, and svcd SIGKILLed mid-stream (attached
-// clients get an end that says why; the restarted svcd kills what it left and no longer knows the pid).
+// clients get an end that says why; the restarted svcd kills what it left and no longer knows the pid),
+// that last row under runc and under gVisor (where the engine's pid of an exec is runsc's proxy,
+// and the process must be killed in the sandbox).
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
@@ -12,32 +14,37 @@ import { MAX_OUTPUT_FRAME, MAX_PROCESSES_PER_ENV, PROCESS_RING_BYTES } from '../
 import { MAX_CLIENT_BUFFER } from '../../server/processes/sink.ts';
 import { assertError } from '../support/api.ts';
 import { BUSYBOX_IMAGE, ensureTestImages } from '../support/images.ts';
+import { runtimeRows } from '../support/runtimes.ts';
 import { tier } from '../support/tiers.ts';
 import { b64, ended, followSse, followWs, hasText, type StreamEvent, start } from './processes-support.ts';
 import { finished, IDLE_COMMAND, type Real, startReal } from './real.ts';
 
-const STACK = `
+const stack = (runtime = 'runc') => `
 services:
   app:
     image: ${BUSYBOX_IMAGE}
     command: ${IDLE_COMMAND}
+x-svc.runtime: ${runtime}
 `;
 
 const rssMiB = (pid: number) =>
   Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) / 1024;
 
-describe('live processes at their bounds on real Docker', { skip: tier('docker') }, () => {
+describe('live processes at their bounds on real Docker', { skip: tier('docker') }, async () => {
+  const rows = tier('docker') ? [] : await runtimeRows();
   let r: Real;
   let env: string;
+  let envRunc: string;
   const base = () => `/v1/envs/${env}/processes`;
   before(async () => {
     await ensureTestImages();
     r = await startReal();
     const p = await r.t.req('POST', '/v1/projects', { body: { name: 'bounds' } });
     env = p.body.environments[0].ID;
-    const d = await r.t.req('POST', '/v1/projects/bounds/deploy', { body: { compose: STACK } });
+    const d = await r.t.req('POST', '/v1/projects/bounds/deploy', { body: { compose: stack() } });
     const { deployment } = await finished(r.t, d.body.deployment.ID);
     assert.equal(deployment.Status, 'succeeded', `${deployment.Error}\n${r.log()}`);
+    envRunc = env;
   });
   after(async () => r?.close());
 
@@ -176,46 +183,64 @@ describe('live processes at their bounds on real Docker', { skip: tier('docker')
     }
   });
 
-  test('svcd SIGKILLed mid-stream: attached clients get an end that says why; after its restart the pid is unknown', async () => {
-    const pid = await start(r.t, env, {
-      service: 'app',
-      cmd: ['sh', '-c', 'while :; do echo tick; sleep 0.2; done'],
+  for (const { runtime, skip } of rows)
+    test(`svcd SIGKILLed mid-stream under ${runtime}: attached clients get an end that says why; after its restart the process is gone and its pid unknown`, {
+      skip,
+    }, async () => {
+      let env = envRunc;
+      if (runtime !== 'runc') {
+        const project = `bounds-${runtime}`;
+        const p = await r.t.req('POST', '/v1/projects', { body: { name: project } });
+        env = p.body.environments[0].ID;
+        const d = await r.t.req('POST', `/v1/projects/${project}/deploy`, {
+          body: { compose: stack(runtime) },
+        });
+        const { deployment } = await finished(r.t, d.body.deployment.ID);
+        assert.equal(deployment.Status, 'succeeded', `${deployment.Error}\n${r.log()}`);
+      }
+      const base = () => `/v1/envs/${env}/processes`;
+      const pid = await start(r.t, env, {
+        service: 'app',
+        cmd: ['sh', '-c', 'while :; do echo tick; sleep 0.2; done'],
+      });
+      const sse = await followSse(r.t, env, pid);
+      const ws = await followWs(r.t, env, pid);
+      await sse.until(hasText('tick'));
+      await ws.until(hasText('tick'));
+      // svcd records the process (its host pid, once Docker reports it) beside its output: the kill
+      // below is only a test of what a restart does with that record once it exists.
+      const record = `${r.dataDir}/processes/${pid}.json`;
+      for (let i = 0; i < 600 && !existsSync(record); i++) await new Promise((res) => setTimeout(res, 100));
+      assert.ok(existsSync(record), 'svcd never recorded the process');
+      // Under gVisor the host pid is runsc's exec proxy: the record names the task in the sandbox too.
+      const noted = JSON.parse(readFileSync(record, 'utf8'));
+      assert.equal(Number.isInteger(noted.sandbox?.task), runtime === 'gvisor', JSON.stringify(noted));
+      await r.killSidecar();
+      for (const c of [sse, ws]) {
+        await c.until(ended);
+        const end = c.end();
+        assert.equal(end?.exit_code, null);
+        assert.match(end?.reason ?? '', /host's stream dropped/);
+      }
+      // The ticker outlived svcd (an exec is not its child) until the next svcd killed it.
+      const container = execFileSync(
+        'docker',
+        ['ps', '-q', '--filter', `label=com.docker.compose.project=${env.toLowerCase()}`],
+        { encoding: 'utf8' },
+      ).trim();
+      const ps = () => execFileSync('docker', ['exec', container, 'ps', '-o', 'args'], { encoding: 'utf8' });
+      assert.match(ps(), /echo tick/);
+      await r.startSidecar();
+      assert.doesNotMatch(
+        ps(),
+        /echo tick/,
+        `${readdirSync(`${r.dataDir}/processes`)} ${r.log().slice(-3000)}`,
+      );
+      assert.match(r.log(), /killed [1-9][0-9]* process\(es\) an earlier svcd left running/);
+      assertError(await r.t.req('GET', `${base()}/${pid}`), 404, 'no such process');
+      const again = await followWs(r.t, env, pid);
+      await again.until(ended);
+      assert.match(again.end()?.reason ?? '', /no such process/);
+      assert.equal((await r.t.req('GET', '/health')).status, 200);
     });
-    const sse = await followSse(r.t, env, pid);
-    const ws = await followWs(r.t, env, pid);
-    await sse.until(hasText('tick'));
-    await ws.until(hasText('tick'));
-    // svcd records the process (its host pid, once Docker reports it) beside its output: the kill
-    // below is only a test of what a restart does with that record once it exists.
-    const record = `${r.dataDir}/processes/${pid}.json`;
-    for (let i = 0; i < 600 && !existsSync(record); i++) await new Promise((res) => setTimeout(res, 100));
-    assert.ok(existsSync(record), 'svcd never recorded the process');
-    await r.killSidecar();
-    for (const c of [sse, ws]) {
-      await c.until(ended);
-      const end = c.end();
-      assert.equal(end?.exit_code, null);
-      assert.match(end?.reason ?? '', /host's stream dropped/);
-    }
-    // The ticker outlived svcd (an exec is not its child) until the next svcd killed it.
-    const container = execFileSync(
-      'docker',
-      ['ps', '-q', '--filter', `label=com.docker.compose.project=${env.toLowerCase()}`],
-      { encoding: 'utf8' },
-    ).trim();
-    const ps = () => execFileSync('docker', ['exec', container, 'ps', '-o', 'args'], { encoding: 'utf8' });
-    assert.match(ps(), /echo tick/);
-    await r.startSidecar();
-    assert.doesNotMatch(
-      ps(),
-      /echo tick/,
-      `${readdirSync(`${r.dataDir}/processes`)} ${r.log().slice(-3000)}`,
-    );
-    assert.match(r.log(), /killed [1-9][0-9]* process\(es\) an earlier svcd left running/);
-    assertError(await r.t.req('GET', `${base()}/${pid}`), 404, 'no such process');
-    const again = await followWs(r.t, env, pid);
-    await again.until(ended);
-    assert.match(again.end()?.reason ?? '', /no such process/);
-    assert.equal((await r.t.req('GET', '/health')).status, 200);
-  });
 });
