@@ -78,7 +78,7 @@ async function proxiesLike(p: ExecProxy): Promise<ExecProxy[]> {
 }
 
 /** Names gVisor may give the task of `cmd`: its program's, or (after an exec) a word of it. */
-function plausibleName(cmd: string[], name: string): boolean {
+export function plausibleName(cmd: string[], name: string): boolean {
   if (!name) return false;
   const names = new Set<string>();
   for (const arg of cmd)
