@@ -50,7 +50,15 @@ export async function execProxy(pid: number): Promise<ExecProxy | null> {
     const root = flag(argv, '--root');
     const containerId = argv.at(-1) ?? '';
     if (!root || !/^[0-9a-f]{64}$/.test(containerId)) return null;
-    const runsc = await readlink(`/proc/${pid}/exe`);
+    // A command in a runc container can name itself anything: only a process in svcd's own mount
+    // namespace (runsc's proxy runs on the host; a container's processes never do) is taken for
+    // one, so the binary run below is the host file its exe names.
+    const [ns, ours, runsc] = await Promise.all([
+      readlink(`/proc/${pid}/ns/mnt`),
+      readlink('/proc/self/ns/mnt'),
+      readlink(`/proc/${pid}/exe`),
+    ]);
+    if (ns !== ours) return null;
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
     return { pid, ppid: Number(fields[1]), runsc, root, containerId, started: Number(fields[19]) };
   } catch {
