@@ -11,7 +11,6 @@ import {
   type FrameError,
   HEARTBEAT_GRACE_MS,
   MAX_FRAME_BYTES,
-  POLICY_VIOLATION,
   parseFrame,
   STREAM_PATH,
 } from '../../protocol/frames.ts';
@@ -23,18 +22,15 @@ import { guard, reportFault } from '../../shared/faults.ts';
 import { type Db, now } from '../db/types.ts';
 import { hashSecret, secretMatches } from '../identity/secrets.ts';
 import type { HostConnectivity } from './connectivity.ts';
+import { type Conn, newConn, refuse, refuseHandshake } from './hub-conn.ts';
 import type { HostHello, HubEvents } from './hub-events.ts';
 import { releaseJoinToken } from './join-tokens.ts';
 import { getHostRow, insertHost, setLastSeen, updateHost } from './store.ts';
 import {
   admitEvent,
   admitOutput,
-  EVENT_BURST,
   MAX_PROGRESS_CHARS,
-  newOutputBudget,
-  type OutputBudget,
   PRE_HELLO_MAX_BYTES,
-  REFUSED_LINGER_MS,
   StreamSocket,
 } from './stream-limits.ts';
 
@@ -47,18 +43,6 @@ export type JoinTokenConsumer = (
   db: Db,
   token: string,
 ) => Promise<{ teamId: string; cloudId: string } | { error: string }>;
-
-interface Conn extends OutputBudget {
-  ws: WebSocket;
-  hostId: string;
-  teamId: string;
-  cloudId: string;
-  lastFrameAt: number;
-  /** Event-frame tokens left and when they were last refilled (a host may not flood the log). */
-  eventTokens: number;
-  eventRefillAt: number;
-  dropped: number;
-}
 
 export interface HubLogger {
   info(obj: object, msg: string): void;
@@ -394,37 +378,5 @@ export class Hub extends Emitter<HubEvents> implements HostConnectivity {
     await this.#sweep();
     for (const c of this.#conns.values()) c.ws.close(1001, 'control plane shutting down');
     this.#wss.close();
-  }
-}
-
-function newConn(ws: WebSocket, hostId: string, teamId: string, cloudId: string): Conn {
-  const at = Date.now();
-  return {
-    ws,
-    hostId,
-    teamId,
-    cloudId,
-    lastFrameAt: at,
-    eventTokens: EVENT_BURST,
-    eventRefillAt: at,
-    dropped: 0,
-    ...newOutputBudget(at),
-  };
-}
-
-/** A refusal before the hello: the 1008 close frame goes out, reading stops, the socket is cut. */
-function refuseHandshake(ws: WebSocket, socket: Duplex, reason: string): void {
-  refuse(ws, reason);
-  socket.pause();
-  setTimeout(
-    guard('host streams: cut a refused stream', () => ws.terminate()),
-    REFUSED_LINGER_MS,
-  ).unref();
-}
-
-function refuse(ws: WebSocket, reason: string): void {
-  if (ws.readyState === WebSocket.OPEN || ws.readyState === WebSocket.CONNECTING) {
-    // Close reasons are limited to 123 bytes by the WebSocket protocol.
-    ws.close(POLICY_VIOLATION, Buffer.from(reason).subarray(0, 123).toString());
   }
 }
