@@ -127,6 +127,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   );
   cluster.on('events', ({ teamId, ids }) => events.heard(teamId, ids));
   const orch: Orchestrator = createOrchestrator(db, config, app.log, {
+    replica: replicaId,
     consumeJoinToken: async (q, token) => {
       const r = await consumeJoinToken(q, token);
       return typeof r === 'string' ? { error: r } : r;

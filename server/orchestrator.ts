@@ -39,6 +39,8 @@ export interface OrchestratorOptions {
   replicaUrl?: () => string;
   /** The replicas sharing the database: where hosts are, and how commands reach the others'. */
   cluster?: Cluster;
+  /** This process's replica id (the owner of the deployments it runs); generated when absent. */
+  replica?: string;
 }
 
 export interface Orchestrator {
@@ -132,7 +134,10 @@ export function createOrchestrator(
       log.warn({ host: hostId, err: (err as Error).message }, 'cleaning up after a late result failed'),
     ),
   );
-  const engine = new DeploymentEngine(deps, KINDS);
+  const engine = new DeploymentEngine(deps, KINDS, {
+    replica: opts.replica,
+    leaseMs: config.deployLeaseMs,
+  });
   return {
     hub,
     hosts,
@@ -154,6 +159,7 @@ export function createOrchestrator(
       return { recovered, failedCommands };
     },
     async close() {
+      engine.close();
       processes.closeAll('the control plane is shutting down; attach again to resume');
       await hub.close();
     },

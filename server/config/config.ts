@@ -50,6 +50,11 @@ export interface Config {
   drainMs: number;
   /** What one upload may be and what a team may keep (SVC_UPLOADS_QUOTA, ..._QUOTA_COUNT, ..._CHECK_TIMEOUT). */
   uploads: UploadLimits;
+  /**
+   * SVC_DEPLOY_LEASE (seconds, default 30): how long a replica's hold on its deployments lasts
+   * unrenewed (renewed every third of it); past it another replica adopts them.
+   */
+  deployLeaseMs: number;
   /** SVC_METRICS_TOKEN: the operator's bearer token for GET /metrics; '' = /metrics is off (404). */
   metricsToken: string;
   /** SVC_FS_MAX_FILE_BYTES: the largest file the file API reads or writes (default 1 GiB; 413 past it). */
@@ -189,6 +194,13 @@ function count(env: NodeJS.ProcessEnv, name: string, fallback: number, unit: str
   return Number(raw);
 }
 
+function deployLease(env: NodeJS.ProcessEnv): number {
+  const sec = seconds(env, 'SVC_DEPLOY_LEASE', 30);
+  if (sec < 1)
+    throw new ConfigError('SVC_DEPLOY_LEASE: a lease of 0 seconds would lapse before it is renewed');
+  return sec * 1000;
+}
+
 function uploadLimits(env: NodeJS.ProcessEnv): UploadLimits {
   const d = DEFAULT_UPLOAD_LIMITS;
   const checkSec = seconds(env, 'SVC_UPLOADS_CHECK_TIMEOUT', d.checkMs / 1000);
@@ -313,6 +325,7 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
     drainMs: seconds(env, 'SVC_DRAIN_SECONDS', 0) * 1000,
     replicaUrl: env.SVC_REPLICA_URL ? httpUrl('SVC_REPLICA_URL', env.SVC_REPLICA_URL) : '',
     uploads: uploadLimits(env),
+    deployLeaseMs: deployLease(env),
     metricsToken: metricsToken(env.SVC_METRICS_TOKEN ?? ''),
     fsMaxFileBytes: fsMaxFileBytes(env),
     gvisorTeams: (env.SVC_GVISOR_TEAMS ?? '')

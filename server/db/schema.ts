@@ -250,4 +250,38 @@ const v14: Migration = {
   ],
 };
 
-export const MIGRATIONS: readonly Migration[] = [v1, v2, v4, v5, v6, v7, v8, v10, v11, v12, v13, v14, v15];
+// Several control-plane replicas share one Postgres: each unfinished deployment has an owner replica
+// and a lease it renews while it lives (another adopts the deployment once the lease lapses), and
+// one environment never has two deployments running at once, whichever replicas run them (the
+// partial unique index makes that a fact of the database, not of one process's queue). Rows a
+// previous version left running two at a time for one environment (a restart set every unfinished
+// deployment running) are put back to pending, oldest first kept, before the index is built.
+const v16: Migration = {
+  version: 16,
+  name: 'deployment owners and leases; one running deployment per environment',
+  up: () => [
+    `ALTER TABLE deployments ADD COLUMN owner TEXT NOT NULL DEFAULT ''`,
+    'ALTER TABLE deployments ADD COLUMN lease_until TEXT',
+    `UPDATE deployments SET status = 'pending' WHERE status = 'running' AND EXISTS (SELECT 1 FROM deployments o
+      WHERE o.env_id = deployments.env_id AND o.status = 'running'
+      AND (o.created_at < deployments.created_at OR (o.created_at = deployments.created_at AND o.id < deployments.id)))`,
+    `CREATE UNIQUE INDEX deployments_running_env ON deployments (env_id) WHERE status = 'running'`,
+  ],
+};
+
+export const MIGRATIONS: readonly Migration[] = [
+  v1,
+  v2,
+  v4,
+  v5,
+  v6,
+  v7,
+  v8,
+  v10,
+  v11,
+  v12,
+  v13,
+  v14,
+  v15,
+  v16,
+];

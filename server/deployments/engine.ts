@@ -4,8 +4,9 @@
 // Error is `<phase>: <message>`, and the verdict runs anyway so the outcome is recorded.
 
 import { EventEmitter } from 'node:events';
+import { newId, PREFIX } from '../../protocol/ids.ts';
 import { KeyedQueue } from '../../shared/concurrency.ts';
-import { reportFault } from '../../shared/faults.ts';
+import { guard, reportFault } from '../../shared/faults.ts';
 import { type Db, now } from '../db/types.ts';
 import { getEnv } from '../envs/store.ts';
 import { appendEvent } from '../events/store.ts';
@@ -14,6 +15,7 @@ import { getHostRow } from '../hosts/store.ts';
 import { type PhaseFinished, phaseFinished } from '../metrics/channels.ts';
 import { bounded, CANCEL_GRACE_MS } from './bounded.ts';
 import type { OrchestratorDeps } from './deps.ts';
+import { lapsedDeployments, type Unowned } from './lease-store.ts';
 import {
   checkedParams,
   type Failure,
@@ -32,12 +34,13 @@ import {
   getDeploymentAnyTeam,
   insertDeployment,
   listPhases,
-  listUnfinishedDeployments,
   type NewDeployment,
   type Phase,
   updateDeployment,
   updatePhase,
 } from './store.ts';
+import { DEPLOY_LEASE_MS, fence, Ownership } from './owners.ts';
+import { interruptedAt, type Recovery, takeUp } from './recovery.ts';
 
 export {
   type AnyPhaseContext,
@@ -54,19 +57,34 @@ export {
 
 type AnyKind = KindDef<unknown>;
 
+export interface EngineOptions {
+  /** This control-plane replica's id, the owner of the deployments it runs. */
+  replica?: string;
+  /** How long a deployment's lease lasts unrenewed before another replica adopts it. */
+  leaseMs?: number;
+}
+
 export class DeploymentEngine {
   readonly deps: OrchestratorDeps;
   #kinds = new Map<string, AnyKind>();
   #finished = new EventEmitter();
-  /** One deployment at a time per environment. */
+  /** One deployment at a time per environment, in this process (across replicas: `owners`). */
   #queue = new KeyedQueue();
+  /** This replica's deployments, their leases and their environments' claims. */
+  readonly owners: Ownership;
   #running = new Set<Promise<void>>();
   phaseTimeoutMs = PHASE_TIMEOUT_MS;
   cancelGraceMs = CANCEL_GRACE_MS;
   recoveryHostWaitMs = 30_000;
 
-  constructor(deps: OrchestratorDeps, kinds: readonly AnyKind[]) {
+  constructor(deps: OrchestratorDeps, kinds: readonly AnyKind[], opts: EngineOptions = {}) {
     this.deps = deps;
+    this.owners = new Ownership(
+      deps.db,
+      opts.replica ?? newId(PREFIX.replica),
+      opts.leaseMs ?? DEPLOY_LEASE_MS,
+      deps.log,
+    );
     for (const k of kinds) this.#kinds.set(k.kind, k);
     this.#finished.setMaxListeners(0);
   }
@@ -85,13 +103,24 @@ export class DeploymentEngine {
   ): Promise<{ deployment: Deployment; phases: Phase[] }> {
     const kind = this.#kinds.get(d.kind);
     if (!kind) throw new Error(`deployment kind ${d.kind} cannot be started`);
-    const created = await insertDeployment(this.db, { ...d, phases: phaseNames(kind) });
-    this.#track(
-      this.#queue.run(created.deployment.EnvID, () =>
-        this.#guarded(kind, created.deployment.ID, input, null),
-      ),
-    );
+    const created = await insertDeployment(this.db, {
+      ...d,
+      phases: phaseNames(kind),
+      owner: this.owners.replica,
+      leaseUntil: this.owners.until(),
+    });
+    this.#start(kind, created.deployment.ID, created.deployment.EnvID, input, null);
     return created;
+  }
+
+  /**
+   * Runs a deployment once it holds its environment: in this process's queue of the environment
+   * on a sole writer, else each waiting on the rows (a replica's queue cannot see the others').
+   */
+  #start(kind: AnyKind, id: string, envId: string, input: unknown, recovery: Recovery | null): void {
+    const lost = this.owners.track(id);
+    const task = () => this.#guarded(kind, id, envId, input, recovery, lost);
+    this.#track(this.owners.shared ? task() : this.#queue.run(envId, task));
   }
 
   /** Resolves with the final status when the deployment finishes (or null at the timeout). */
@@ -105,8 +134,21 @@ export class DeploymentEngine {
       }, timeoutMs);
       // A waiter (a check run following its deployment) never keeps the process alive.
       timer.unref();
+      // Another replica may run it (it adopted it): its end is seen in the row.
+      const poll = this.owners.shared
+        ? setInterval(
+            guard('deployment engine: wait poll', async () => {
+              const row = await getDeploymentAnyTeam(this.db, id);
+              if (row?.FinishedAt) done(row.Status);
+            }),
+            this.owners.claimPollMs * 2,
+          )
+        : null;
+      poll?.unref();
       const done = (status: DeploymentStatus) => {
         clearTimeout(timer);
+        if (poll) clearInterval(poll);
+        this.#finished.off(id, done);
         resolve(status);
       };
       this.#finished.once(id, done);
@@ -129,14 +171,22 @@ export class DeploymentEngine {
   async #guarded(
     kind: AnyKind,
     id: string,
+    envId: string,
     input: unknown,
-    recovery: { failure: Failure | null } | null,
+    recovery: Recovery | null,
+    lost: AbortSignal,
   ): Promise<void> {
     const started = Date.now();
     try {
-      await this.#run(kind, id, input, recovery);
+      if (!(await this.owners.claim(id, envId, lost))) return;
+      await this.#run(kind, id, input, recovery, lost);
     } catch (err) {
-      await this.#crashed(id, err, started);
+      // Another replica adopted it and records its end: nothing more is written from here.
+      if (lost.aborted) this.deps.log.warn({ deployment: id }, 'deployment run stopped: adopted elsewhere');
+      else await this.#crashed(id, err, started);
+    } finally {
+      this.owners.untrack(id);
+      this.owners.wake(envId);
     }
   }
 
@@ -170,31 +220,37 @@ export class DeploymentEngine {
     kind: AnyKind,
     id: string,
     input: unknown,
-    recovery: { failure: Failure | null } | null,
+    recovery: Recovery | null,
+    lost: AbortSignal,
   ): Promise<void> {
     const dep = await getDeploymentAnyTeam(this.db, id);
     if (!dep) return;
+    // Where it was cut off is recorded first, whatever the checks of its params say.
+    let failure = recovery ? await interruptedAt(this.db, id, recovery) : null;
     const ctx = phaseContext(this.deps, dep, checkedParams(kind, dep.Params), input);
-    const phases = await listPhases(this.db, id);
-    let failure = recovery ? recovery.failure : null;
     if (recovery) await this.#hostBack(dep);
-    else {
-      await updateDeployment(this.db, id, { status: 'running' });
-      await this.#event(dep, 'deployment.started', { kind: dep.Kind });
-    }
+    else await this.#event(dep, 'deployment.started', { kind: dep.Kind });
+    const phases = await listPhases(this.db, id);
     for (const def of kind.phases) {
       const seq = phases.findIndex((p) => p.Name === def.name) + 1;
       if (phases[seq - 1].Status !== 'pending') continue;
+      fence(lost);
       if (failure) {
         await updatePhase(this.db, id, seq, { status: 'skipped' });
         continue;
       }
-      failure = await this.#phase(ctx, def, seq);
+      failure = await this.#phase(ctx, def, seq, lost);
     }
-    await this.#verdict(kind, ctx, phases.length, failure);
+    fence(lost);
+    await this.#verdict(kind, ctx, phases.length, failure, lost);
   }
 
-  async #phase(ctx: PhaseContext<unknown>, def: PhaseDef<unknown>, seq: number): Promise<Failure | null> {
+  async #phase(
+    ctx: PhaseContext<unknown>,
+    def: PhaseDef<unknown>,
+    seq: number,
+    lost: AbortSignal,
+  ): Promise<Failure | null> {
     const id = ctx.dep.ID;
     const t0 = Date.now();
     let status: PhaseFinished['status'] = 'failed';
@@ -202,13 +258,14 @@ export class DeploymentEngine {
     try {
       const out = await bounded(
         (signal) => {
-          ctx.signal = signal;
+          ctx.signal = AbortSignal.any([signal, lost]);
           return def.run(ctx);
         },
         this.phaseTimeoutMs,
         def.name,
         this.cancelGraceMs,
       );
+      fence(lost);
       const skipped = out instanceof Skip;
       status = skipped ? 'skipped' : 'ok';
       await updatePhase(this.db, id, seq, {
@@ -218,6 +275,7 @@ export class DeploymentEngine {
       });
       return null;
     } catch (err) {
+      fence(lost);
       const message = (err as Error).message || String(err);
       const evidence = err instanceof PhaseFailure ? err.evidence : undefined;
       await updatePhase(this.db, id, seq, { status: 'failed', error: message, evidence, finishedAt: now() });
@@ -225,7 +283,7 @@ export class DeploymentEngine {
       return { phase: def.name, message };
     } finally {
       phaseFinished.publish({ kind: ctx.dep.Kind, phase: def.name, status, ms: Date.now() - t0 });
-      await this.#saveParams(ctx);
+      if (!lost.aborted) await this.#saveParams(ctx);
     }
   }
 
@@ -234,6 +292,7 @@ export class DeploymentEngine {
     ctx: PhaseContext<unknown>,
     seq: number,
     failure: Failure | null,
+    lost: AbortSignal,
   ): Promise<void> {
     const id = ctx.dep.ID;
     await updatePhase(this.db, id, seq, { status: 'running', startedAt: now() });
@@ -242,19 +301,21 @@ export class DeploymentEngine {
     try {
       verdict = await bounded(
         (signal) => {
-          ctx.signal = signal;
+          ctx.signal = AbortSignal.any([signal, lost]);
           return kind.verdict(ctx, failure);
         },
         this.phaseTimeoutMs,
         'verdict',
         this.cancelGraceMs,
       );
+      fence(lost);
       await updatePhase(this.db, id, seq, {
         status: 'ok',
         evidence: verdict.evidence ?? null,
         finishedAt: now(),
       });
     } catch (err) {
+      fence(lost);
       const message = (err as Error).message;
       error ||= `verdict: ${message}`;
       verdict = { status: 'failed', evidence: null };
@@ -289,12 +350,26 @@ export class DeploymentEngine {
   /**
    * After a control-plane restart nothing can still be running: the phase that was running
    * fails with a clear reason, and the kind's own verdict decides the outcome (a deploy rolls
-   * back when it can), exactly as for any other failure.
+   * back when it can), exactly as for any other failure. On a sole writer that is every unfinished
+   * deployment; on a shared database, those whose owner's lease lapsed (now, and from then on on
+   * every lease tick: a dead replica's deployments are adopted the same way).
    */
   async recover(): Promise<number> {
-    const rows = await listUnfinishedDeployments(this.db);
+    const sole = !this.owners.shared;
+    const n = await this.#adopt(await lapsedDeployments(this.db, now(), sole), sole ? 'restart' : 'adopted');
+    this.owners.start(async (rows) => {
+      await this.#adopt(rows, 'adopted');
+    });
+    return n;
+  }
+
+  /** Takes up deployments nobody runs any more; returns how many this replica took. */
+  async #adopt(rows: readonly Unowned[], how: Recovery): Promise<number> {
+    let n = 0;
     for (const r of rows) {
-      const failure = await this.#interruptedAt(r.id);
+      if (this.owners.runs(r.id)) continue;
+      if (!(await takeUp(this.db, this.owners, this.deps.log, r, how))) continue;
+      n++;
       const kind = this.#kinds.get(r.kind);
       if (!kind) {
         await updateDeployment(this.db, r.id, {
@@ -304,31 +379,14 @@ export class DeploymentEngine {
         });
         continue;
       }
-      await updateDeployment(this.db, r.id, { status: 'running' });
-      this.#track(this.#queue.run(r.env_id, () => this.#guarded(kind, r.id, null, { failure })));
+      this.#start(kind, r.id, r.env_id, null, how);
     }
-    return rows.length;
+    return n;
   }
 
-  /** Marks where a deployment was cut off and returns the failure its verdict must see. */
-  async #interruptedAt(id: string): Promise<Failure | null> {
-    const phases = await listPhases(this.db, id);
-    const work = phases.slice(0, -1);
-    const cut = work.find((p) => p.Status === 'running') ?? work.find((p) => p.Status === 'pending');
-    if (!cut) {
-      // Every phase had finished; the verdict was running or about to: run it again.
-      const failed = work.find((p) => p.Status === 'failed');
-      return failed ? { phase: failed.Name, message: failed.Error } : null;
-    }
-    const already = work.find((p) => p.Status === 'failed');
-    if (already) return { phase: already.Name, message: already.Error };
-    const message =
-      cut.Status === 'running'
-        ? 'control plane restarted during this phase'
-        : 'control plane restarted before this phase ran';
-    await updatePhase(this.db, id, cut.Seq, { status: 'failed', error: message, finishedAt: now() });
-    await updateDeployment(this.db, id, { error: `${cut.Name}: ${message}` });
-    return { phase: cut.Name, message };
+  /** Stops renewing leases and ends waits for environments (shutdown); running phases go on. */
+  close(): void {
+    this.owners.close();
   }
 
   /** Waits for running deployments (used by tests and shutdown). */

@@ -81,6 +81,9 @@ export interface NewDeployment {
   targetEnvId?: string;
   params?: Record<string, unknown>;
   phases: readonly string[];
+  /** The replica that runs it and until when its lease holds (lease-store.ts). */
+  owner?: string;
+  leaseUntil?: string | null;
 }
 
 /** Inserts the deployment (pending) and its phases (pending) in one go. */
@@ -104,7 +107,7 @@ export async function insertDeployment(
   };
   await q.run(
     `INSERT INTO deployments (id, team_id, project_id, env_id, kind, status, version_id, target_env_id, params, error,
-      created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      created_at, owner, lease_until) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     [
       row.id,
       row.team_id,
@@ -117,6 +120,8 @@ export async function insertDeployment(
       row.params,
       row.error,
       row.created_at,
+      d.owner ?? '',
+      d.leaseUntil ?? null,
     ],
   );
   const phases: Phase[] = [];
