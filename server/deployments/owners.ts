@@ -34,6 +34,8 @@ export class Ownership {
   readonly leaseMs: number;
   /** How often a deployment waiting for its environment asks again (it is also woken locally). */
   claimPollMs = 500;
+  /** How many times each deployment waiting for its environment found it held (tests wait on it). */
+  readonly waits = new Map<string, number>();
   #db: Db;
   #log: { warn(obj: object, msg: string): void };
   /** The deployments this replica runs or waits to run, each with what stops it when it is lost. */
@@ -69,6 +71,7 @@ export class Ownership {
 
   untrack(id: string): void {
     this.#runs.delete(id);
+    this.waits.delete(id);
   }
 
   /** Whether this replica runs (or waits to run) the deployment. */
@@ -86,6 +89,12 @@ export class Ownership {
       if (await claimEnvironment(this.#db, id, this.replica, this.until(), this.shared)) return true;
       // A sole writer's queue let this deployment go: nothing else can hold its environment.
       if (!this.shared) throw new Error('the environment is held by another deployment');
+      if (this.waits.get(id) === undefined)
+        this.#log.warn(
+          { deployment: id, env: envId },
+          'deployment waits for another deployment of its environment',
+        );
+      this.waits.set(id, (this.waits.get(id) ?? 0) + 1);
       await this.#wait(envId, lost);
     }
   }
