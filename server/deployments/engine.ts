@@ -15,7 +15,6 @@ import { getHostRow } from '../hosts/store.ts';
 import { type PhaseFinished, phaseFinished } from '../metrics/channels.ts';
 import { bounded, CANCEL_GRACE_MS } from './bounded.ts';
 import type { OrchestratorDeps } from './deps.ts';
-import { lapsedDeployments, type Unowned } from './lease-store.ts';
 import {
   checkedParams,
   type Failure,
@@ -28,6 +27,9 @@ import {
   Skip,
   type Verdict,
 } from './kind.ts';
+import { lapsedDeployments, type Unowned } from './lease-store.ts';
+import { DEPLOY_LEASE_MS, fence, Ownership } from './owners.ts';
+import { interruptedAt, type Recovery, takeUp } from './recovery.ts';
 import {
   type Deployment,
   type DeploymentStatus,
@@ -39,8 +41,6 @@ import {
   updateDeployment,
   updatePhase,
 } from './store.ts';
-import { DEPLOY_LEASE_MS, fence, Ownership } from './owners.ts';
-import { interruptedAt, type Recovery, takeUp } from './recovery.ts';
 
 export {
   type AnyPhaseContext,

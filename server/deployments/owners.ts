@@ -106,8 +106,8 @@ export class Ownership {
 
   #wait(envId: string, lost: AbortSignal): Promise<void> {
     return new Promise((resolve) => {
-      let set = this.#wakers.get(envId);
-      if (!set) this.#wakers.set(envId, (set = new Set()));
+      const set = this.#wakers.get(envId) ?? new Set<() => void>();
+      this.#wakers.set(envId, set);
       const done = () => {
         clearTimeout(timer);
         lost.removeEventListener('abort', done);

@@ -50,9 +50,18 @@ function cut(db: Db) {
   };
   const wrapped: Db = {
     dialect: db.dialect,
-    all: async (sql, p) => (check(sql, p), db.all(sql, p)),
-    get: async (sql, p) => (check(sql, p), db.get(sql, p)),
-    run: async (sql, p) => (check(sql, p), db.run(sql, p)),
+    all: async (sql, p) => {
+      check(sql, p);
+      return db.all(sql, p);
+    },
+    get: async (sql, p) => {
+      check(sql, p);
+      return db.get(sql, p);
+    },
+    run: async (sql, p) => {
+      check(sql, p);
+      return db.run(sql, p);
+    },
     afterCommit: (fn) => db.afterCommit(fn),
     transaction: (fn) => db.transaction(fn),
     close: () => db.close(),
