@@ -30,6 +30,8 @@ test('defaults follow the spec table', () => {
   const set = parse([], { SVC_UPLOADS_GRACE: '600', SVC_UPLOADS_SWEEP_EVERY: '0' });
   assert.deepEqual([set.uploadsGraceMs, set.uploadsSweepMs], [600_000, 0]);
   assert.equal(c.metricsToken, '');
+  assert.equal(c.deployLeaseMs, 30_000);
+  assert.equal(parse([], { SVC_DEPLOY_LEASE: '5' }).deployLeaseMs, 5_000);
   assert.deepEqual(
     [c.uploads.quotaBytes, c.uploads.quotaCount, c.uploads.checkMs],
     [4096 * 1024 * 1024, 1000, 120_000],
@@ -197,6 +199,8 @@ test('bad values are clear errors', () => {
     [[], { SVC_UPLOADS_QUOTA: '4G' }, /SVC_UPLOADS_QUOTA: '4G' is not a whole number of MiB/],
     [[], { SVC_UPLOADS_CHECK_TIMEOUT: '0' }, /SVC_UPLOADS_CHECK_TIMEOUT: must be at least 1 second/],
     [[], { SVC_METRICS_TOKEN: 'short' }, /SVC_METRICS_TOKEN: must be 16 to 512 printable/],
+    [[], { SVC_DEPLOY_LEASE: '0' }, /SVC_DEPLOY_LEASE: a lease of 0 seconds/],
+    [[], { SVC_DEPLOY_LEASE: '30s' }, /SVC_DEPLOY_LEASE: '30s' is not a whole number of seconds/],
   ];
   for (const [argv, env, want] of cases) {
     assert.throws(

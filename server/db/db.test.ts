@@ -3,7 +3,7 @@ import { after, before, test } from 'node:test';
 import { dbTarget, forEachDialect } from '../../test/support/server.ts';
 import { tier } from '../../test/support/tiers.ts';
 import { migrate } from './migrate.ts';
-import { openDb } from './open.ts';
+import { connect, openDb } from './open.ts';
 import { toPgPlaceholders } from './postgres.ts';
 import { MIGRATIONS } from './schema.ts';
 import { SqliteDb, STATEMENT_CACHE } from './sqlite.ts';
@@ -152,4 +152,40 @@ test('replicas starting together on one fresh Postgres database each migrate it;
   } finally {
     await Promise.all(opened.map((o) => o.db.close()));
   }
+});
+
+forEachDialect('migration 16 (deployment owners)', (dialect) => {
+  test('two running deployments of one environment from before it leave one running, the oldest', async () => {
+    const { target, cleanup } = await dbTarget(dialect);
+    const db = connect(target);
+    try {
+      const before16 = MIGRATIONS.filter((m) => m.version < 16);
+      await migrate(db, before16);
+      const row = (id: string, env: string, status: string, at: string) =>
+        db.run(
+          `INSERT INTO deployments (id, team_id, project_id, env_id, kind, status, created_at)
+            VALUES (?, 't', 'p', ?, 'deploy', ?, ?)`,
+          [id, env, status, at],
+        );
+      await row('dep_1', 'env_a', 'running', '2026-01-01T00:00:01.000Z');
+      await row('dep_2', 'env_a', 'running', '2026-01-01T00:00:02.000Z');
+      await row('dep_3', 'env_b', 'running', '2026-01-01T00:00:03.000Z');
+      const steps = await migrate(db, MIGRATIONS);
+      assert.equal(steps.find((s) => s.version === 16)?.status, 'applied', JSON.stringify(steps));
+      const rows = await db.all<{ id: string; status: string; owner: string }>(
+        'SELECT id, status, owner FROM deployments ORDER BY id',
+      );
+      assert.deepEqual(
+        rows.map((r) => [r.id, r.status, r.owner]),
+        [
+          ['dep_1', 'running', ''],
+          ['dep_2', 'pending', ''],
+          ['dep_3', 'running', ''],
+        ],
+      );
+    } finally {
+      await db.close();
+      cleanup();
+    }
+  });
 });

@@ -266,6 +266,8 @@ const v16: Migration = {
       WHERE o.env_id = deployments.env_id AND o.status = 'running'
       AND (o.created_at < deployments.created_at OR (o.created_at = deployments.created_at AND o.id < deployments.id)))`,
     `CREATE UNIQUE INDEX deployments_running_env ON deployments (env_id) WHERE status = 'running'`,
+    // Each replica renews its leases often: it finds its own unfinished deployments without a scan.
+    'CREATE INDEX deployments_owner ON deployments (owner) WHERE finished_at IS NULL',
   ],
 };
 

@@ -177,15 +177,6 @@ export async function listDeploymentsOfEnv(q: Queryable, envId: string): Promise
   return rows.map(depOf);
 }
 
-/** Deployments a control-plane restart interrupted (pending or running), oldest first. */
-export async function listUnfinishedDeployments(
-  q: Queryable,
-): Promise<{ id: string; kind: string; env_id: string }[]> {
-  return q.all<{ id: string; kind: string; env_id: string }>(
-    "SELECT id, kind, env_id FROM deployments WHERE status IN ('pending', 'running') ORDER BY created_at",
-  );
-}
-
 export interface DeploymentPatch {
   status?: DeploymentStatus;
   error?: string;
