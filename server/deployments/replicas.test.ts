@@ -21,7 +21,9 @@ import { getDeploymentAnyTeam, listPhases } from './store.ts';
 
 const TEAM = 'team_t';
 const TARGET = { hostId: 'host_h', teamId: TEAM, kind: 'sidecar' };
-const LEASE_MS = 600;
+// Long enough that a loaded machine's stalls do not lapse a live replica's lease (which would make
+// the other adopt it: right for a stall past the lease, but not what the ordering tests are about).
+const LEASE_MS = 3000;
 
 /** A promise with its resolve, for holding a phase where the test wants it. */
 function gate() {
@@ -199,23 +201,36 @@ describe('deployments across replicas on one Postgres', { skip: tier('postgres')
     );
   });
 
-  test('many deployments of one environment asked of both replicas at once run one at a time, in order', async () => {
+  test('deployments of one environment asked of the two replicas in turn run one at a time, in order', async () => {
     most = 0;
-    const asked = [];
-    for (let i = 0; i < 8; i++) asked.push(submit(engines[i % 2], 'env_many'));
-    const ids = (await Promise.all(asked)).map((s) => s.deployment.ID);
+    const ids: string[] = [];
+    // Each is recorded before the next is asked for, alternating replicas: that is their order.
+    for (let i = 0; i < 8; i++) ids.push((await submit(engines[i % 2], 'env_many')).deployment.ID);
     const done = await Promise.all(ids.map(finished));
     assert.deepEqual(
       done.map((d) => d.Status),
       ids.map(() => 'succeeded'),
     );
     assert.equal(most, 1, 'two deployments of one environment ran at once');
-    // Each started after the one created before it had finished.
-    const rows = [...done].sort((x, y) => (x.CreatedAt + x.ID < y.CreatedAt + y.ID ? -1 : 1));
-    for (let i = 1; i < rows.length; i++) {
-      const [p] = await listPhases(dbs[0], rows[i].ID);
-      assert.ok((p.StartedAt as string) >= (rows[i - 1].FinishedAt as string), `deployment ${i} overtook`);
+    for (let i = 1; i < done.length; i++) {
+      const [p] = await listPhases(dbs[0], done[i].ID);
+      assert.ok((p.StartedAt as string) >= (done[i - 1].FinishedAt as string), `deployment ${i} overtook`);
     }
+  });
+
+  test('deployments of one environment asked of both replicas at the same moment never overlap', async () => {
+    most = 0;
+    const asked = Array.from({ length: 8 }, (_, i) => submit(engines[i % 2], 'env_burst'));
+    const ids = (await Promise.all(asked)).map((s) => s.deployment.ID);
+    const done = await Promise.all(ids.map(finished));
+    assert.ok(done.every((d) => d.Status === 'succeeded'));
+    assert.equal(most, 1, 'two deployments of one environment ran at once');
+    // Asked at once, their order is whichever recorded first; one still ends before the next starts.
+    const spans = [];
+    for (const d of done)
+      spans.push([(await listPhases(dbs[0], d.ID))[0].StartedAt as string, d.FinishedAt as string]);
+    spans.sort((x, y) => (x[0] < y[0] ? -1 : 1));
+    for (let i = 1; i < spans.length; i++) assert.ok(spans[i][0] >= spans[i - 1][1], `overlap at ${i}`);
   });
 
   test('the database itself refuses a second running deployment of one environment', async () => {

@@ -21,7 +21,7 @@ import { dbTarget } from '../support/server.ts';
 import { tier } from '../support/tiers.ts';
 import { until } from './faults-stack.ts';
 
-const LEASE_SEC = 2;
+const LEASE_SEC = 3;
 const COMPOSE = 'services:\n  app:\n    image: busybox:1.36\n';
 
 async function freePort(): Promise<number> {
