@@ -52,9 +52,11 @@ const SAFE_ID = /^[A-Za-z0-9_-]{1,100}$/;
  * synchronous step without the flushes (measured on a loaded 2-core machine, exec p50: 16-18 ms
  * so, 30 ms through the thread pool, 34 ms flushed). A process crash still cannot tear one
  * (rename); after a power loss one may be lost, and a resent id then runs again (in containers
- * that restarted with the host). Stack commands, seconds long, flush theirs.
+ * that restarted with the host). A warm-pool claim's env.unpause is on the same path (its flush
+ * took 1-9 ms while a refill's fork wrote to the disk) and running it again thaws nothing new.
+ * Stack commands, seconds long, flush theirs.
  */
-const DIRECT_KINDS: ReadonlySet<string> = new Set(['env.exec', 'env.put', 'env.get']);
+const DIRECT_KINDS: ReadonlySet<string> = new Set(['env.exec', 'env.put', 'env.get', 'env.unpause']);
 
 /** `<data>/commands/by-env/<env>`: the ids of an environment's stored results, one a line. */
 const byEnv = (dataDir: string, envId: string) => join(dataDir, 'commands', 'by-env', envId);

@@ -44,6 +44,12 @@ export class EngineState {
   readonly lastSeen = new Map<string, string>();
   /** Databases recognised by their container's main process, by container id (checkpoint.ts). */
   readonly databases = new Map<string, KnownDatabase>();
+  /**
+   * The containers an env.pause froze, by project: the thaw (a warm-pool claim's) unpauses them
+   * by id without listing the project first, one Engine API round trip fewer on the claim path,
+   * where a listing waits behind whatever else the engine is doing (a pool refill's fork).
+   */
+  readonly held = new Map<string, ServiceContainer[]>();
 }
 
 /** A client of the local engine (DOCKER_HOST, else /var/run/docker.sock); the context keeps one. */
@@ -180,7 +186,43 @@ export class DockerEngine {
 
   /** Unpauses the paused containers of `services` (default all). Returns who was unpaused. */
   async unpause(services?: string[]): Promise<string[]> {
-    return this.freeze('unpause', 'paused', services);
+    const held = services ? undefined : this.#state.held.get(this.project);
+    if (!held) return this.freeze('unpause', 'paused', services);
+    return this.#unpauseHeld(held);
+  }
+
+  /** Whether this process paused the stack (env.pause) and has not thawed it since. */
+  holdsPaused(): boolean {
+    return this.#state.held.has(this.project);
+  }
+
+  /**
+   * Pauses the whole stack's running containers (env.pause) and remembers them, so the thaw needs
+   * no listing.
+   */
+  async pauseHeld(running: ServiceContainer[]): Promise<void> {
+    await this.freezeEach('pause', running);
+    const { held } = this.#state;
+    if (held.size >= LAST_SEEN_MAX) held.clear();
+    held.set(this.project, running);
+  }
+
+  /**
+   * Thaws what env.pause froze, by id. The listing still decides whenever the record may be stale:
+   * a container that could not be unpaused by id (removed, replaced, not paused any more) sends
+   * the rest of the thaw the listed way, with its usual errors.
+   */
+  async #unpauseHeld(held: ServiceContainer[]): Promise<string[]> {
+    this.#state.held.delete(this.project);
+    const results = await Promise.allSettled(held.map((c) => this.docker.getContainer(c.id).unpause()));
+    const thawed = held.filter((_c, i) => results[i].status === 'fulfilled');
+    this.#state.spares.afterUnpause(thawed.map((c) => c.id));
+    // The first exec after a claim takes its container from these hints, as after a listing.
+    for (const c of [...thawed].reverse()) this.#state.lastSeen.set(`${this.project}/${c.service}`, c.id);
+    const services = thawed.map((c) => c.service);
+    if (thawed.length === held.length) return services;
+    const rest = await this.freeze('unpause', 'paused');
+    return [...services, ...rest.filter((s) => !services.includes(s))];
   }
 
   private async freeze(op: 'pause' | 'unpause', from: string, services?: string[]): Promise<string[]> {

@@ -4,7 +4,7 @@
 // Docker's exec start. The wait for it is bounded: the pause happens anyway.
 import type { Results } from '../../protocol/commands.ts';
 import { settledWithin } from '../../shared/concurrency.ts';
-import { requireSpec, type SidecarContext, stackOf } from '../context.ts';
+import { engineOf, requireSpec, type SidecarContext, stackOf } from '../context.ts';
 import type { DockerEngine, ServiceContainer } from '../docker/engine.ts';
 import { SPARE_READY_WAIT_MS } from '../docker/spare.ts';
 import type { CommandContext } from '../runner.ts';
@@ -18,7 +18,7 @@ export async function envPause(
   const all = await engine.containers();
   const running = all.filter((c) => c.state === 'running');
   await settledWithin(primeSpare(engine, spec.agent ?? spec.services[0]?.name, running), SPARE_READY_WAIT_MS);
-  await engine.freezeEach('pause', running);
+  await engine.pauseHeld(running);
   return { services: running.map((c) => c.service) };
 }
 
@@ -26,6 +26,10 @@ export async function envUnpause(
   ctx: SidecarContext,
   cmd: CommandContext<'env.unpause'>,
 ): Promise<Results['env.unpause']> {
+  // A stack this process paused is on this host: its thaw (a warm-pool claim's) reads no spec
+  // file, whose read waits in the thread pool behind a refill fork's copies.
+  const engine = engineOf(ctx, cmd.envId);
+  if (engine.holdsPaused()) return { services: await engine.unpause() };
   return { services: await stackOf(ctx, cmd.envId, await requireSpec(ctx, cmd.envId)).engine.unpause() };
 }
 

@@ -11,7 +11,7 @@ import { sleep } from '../../shared/concurrency.ts';
 import { releaseBridge } from '../../sidecar/docker/firewall.ts';
 import { bridgeName } from '../../sidecar/docker/render.ts';
 import { unmountUnder } from '../../sidecar/storage/quota.ts';
-import { startTestServer, type TestServer } from '../support/server.ts';
+import { type DialectName, startTestServer, type TestServer } from '../support/server.ts';
 import { svcdJoinArgs } from '../support/svcd.ts';
 
 export function primaryIp(): string {
@@ -37,8 +37,10 @@ export interface Real {
   close(): Promise<void>;
 }
 
-export async function startReal(opts: { env?: Record<string, string>; join?: boolean } = {}): Promise<Real> {
-  const t = await startTestServer('sqlite', opts.env ?? {});
+export async function startReal(
+  opts: { env?: Record<string, string>; join?: boolean; dialect?: DialectName } = {},
+): Promise<Real> {
+  const t = await startTestServer(opts.dialect ?? 'sqlite', opts.env ?? {});
   const dir = mkdtempSync(join(tmpdir(), 'svc-e2e-'));
   const dataDir = join(dir, 'data');
   const listener = {
