@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { before, test } from 'node:test';
 import { deploy, usingWorld, type World, waitFor } from '../../test/orchestrator/harness.ts';
 import { forEachDialect } from '../../test/support/server.ts';
-import { CLAIM_QUIET_MS } from './pool.ts';
+import { CLAIM_QUIET_MS, MAX_POOL_SIZE } from './pool.ts';
 
 forEachDialect('warm pool', (dialect) => {
   const world = usingWorld(dialect);
@@ -102,7 +102,7 @@ forEachDialect('warm pool', (dialect) => {
 
   test('bad sizes are 400 and change nothing', async () => {
     const ver = (await deploy(w)).deployment.VersionID;
-    for (const size of [-1, 51, 1.5, 'two'])
+    for (const size of [-1, MAX_POOL_SIZE + 1, 1.5, 'two'])
       assert.equal((await w.t.req('POST', `/v1/versions/${ver}/pool`, { body: { size } })).status, 400);
     assert.equal((await w.t.req('GET', `/v1/versions/${ver}/pool`)).status, 404);
   });

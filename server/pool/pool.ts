@@ -25,7 +25,12 @@ import type { Caller } from '../identity/auth.ts';
 import { type PoolState, poolState } from '../metrics/channels.ts';
 import * as store from './store.ts';
 
-export const MAX_POOL_SIZE = 50;
+/**
+ * A pool's largest size: 500 paused busybox members fit one host (docs/benchmarks.md, "Warm pool
+ * at scale"); each member holds an environment's network and subnet, so the host's subnet range
+ * (2,048 by default) bounds all pools together.
+ */
+export const MAX_POOL_SIZE = 500;
 export const REFILL_EVERY_MS = 1000;
 /** The refill lease: a replica that stops renewing it (it died) is replaced after this long. */
 export const REFILL_LEASE_MS = 15_000;
