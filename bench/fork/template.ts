@@ -9,13 +9,14 @@
 //   node bench/fork/template.ts [--runs 5] [--xfs] [--count 32]
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import Docker from 'dockerode';
 import { parse, stringify } from 'yaml';
 import { closeXfsLoop } from '../../sidecar/storage/xfs-loop.ts';
 import { exec, finished, type Real, startReal } from '../../test/e2e/real.ts';
-import { ensureTemplateImages } from '../../test/support/images.ts';
+import { BUSYBOX_IMAGE, ensureTemplateImages } from '../../test/support/images.ts';
 
 const { values } = parseArgs({
   options: {
@@ -50,7 +51,7 @@ function bareCompose(text: string): string {
   return stringify(doc);
 }
 
-await ensureTemplateImages();
+await ensureTemplateImages(); // busybox too
 if (process.env.BENCH_LOG) process.on('exit', () => console.error(r?.log()));
 const r = await startReal();
 const dir = mkdtempSync(join(tmpdir(), 'svc-bench-tpl-'));
@@ -59,6 +60,16 @@ const forkedIn: number[] = [];
 const bare: number[] = [];
 const snapshot: number[] = [];
 const frozen: number[] = [];
+/** Inside frozen_for (the snapshot's own timings): pause, capture, unpause; and the same-run raw freeze. */
+const inFreeze: Record<string, number[]> = {
+  pause: [],
+  capture: [],
+  unpause: [],
+  rawPause: [],
+  rawUnpause: [],
+};
+const docker = new Docker();
+const rawIds: string[] = [];
 // The deployment's own span (created → finished), free of the harness's 200 ms polling.
 const snapshotServer: number[] = [];
 const forkServer: number[] = [];
@@ -94,6 +105,15 @@ try {
   const tpl = (await r.t.req('GET', '/v1/templates')).body.templates.find(
     (x: any) => x.name === 'rl-environment-ops',
   );
+  for (let i = 0; i < 3; i++) {
+    const c = await docker.createContainer({
+      Image: BUSYBOX_IMAGE,
+      Cmd: ['sleep', '3600'],
+      HostConfig: { AutoRemove: true, NetworkMode: 'none' },
+    });
+    await c.start();
+    rawIds.push(c.id);
+  }
   const file = join(dir, 'compose.yaml');
   writeFileSync(file, bareCompose(tpl.compose));
   await r.t.req('POST', '/v1/projects', { body: { name: 'tpl', kind: tpl.kind } });
@@ -118,6 +138,16 @@ try {
     snapshotServer.push(took(s.deployment));
     const ev = s.phases.find((p: any) => p.Evidence?.frozen_for !== undefined)?.Evidence;
     frozen.push(ev?.frozen_for ?? Number.NaN);
+    for (const k of ['pause', 'capture', 'unpause']) inFreeze[k].push(ev?.timings?.[k] ?? Number.NaN);
+    // The same freeze done raw right after: three idle containers of the bench's own, paused and
+    // thawed in parallel through the Engine API.
+    const raws = rawIds.map((id) => docker.getContainer(id));
+    const p0 = performance.now();
+    await Promise.all(raws.map((c) => c.pause()));
+    const p1 = performance.now();
+    await Promise.all(raws.map((c) => c.unpause()));
+    inFreeze.rawPause.push(Math.round(p1 - p0));
+    inFreeze.rawUnpause.push(Math.round(performance.now() - p1));
     version = s.deployment.VersionID;
 
     const f0 = Date.now();
@@ -138,7 +168,7 @@ try {
     bare.push(Date.now() - b0);
     await sh('docker', ['compose', '-p', project, '-f', file, 'down', '-v', '-t', '0']);
     console.error(
-      `run ${i}: snapshot ${snapshot.at(-1)} ms (frozen ${frozen.at(-1)} ms), fork ${fork.at(-1)} ms (forked_in ${forkedIn.at(-1)} ms), bare up -d ${bare.at(-1)} ms`,
+      `run ${i} (load ${loadavg()[0].toFixed(1)}): snapshot ${snapshot.at(-1)} ms (frozen ${frozen.at(-1)} ms = pause ${inFreeze.pause.at(-1)} + capture ${inFreeze.capture.at(-1)} + unpause ${inFreeze.unpause.at(-1)}; raw pause ${inFreeze.rawPause.at(-1)}, unpause ${inFreeze.rawUnpause.at(-1)}), fork ${fork.at(-1)} ms (forked_in ${forkedIn.at(-1)} ms), bare up -d ${bare.at(-1)} ms`,
     );
   }
   if (COUNT > 0) {
@@ -150,6 +180,14 @@ try {
 } finally {
   await r.close().catch((err) => console.error(`cleanup: ${err.message}`));
   await closeXfsLoop(r.dataDir);
+  await Promise.all(
+    rawIds.map((id) =>
+      docker
+        .getContainer(id)
+        .remove({ force: true })
+        .catch(() => {}),
+    ),
+  );
   rmSync(r.dir, { recursive: true, force: true });
   rmSync(dir, { recursive: true, force: true });
 }
@@ -165,6 +203,18 @@ console.log(row('baseline: bare `docker compose up -d`, same services', bare));
 console.log(row('snapshot through the API (deployment wall time)', snapshot));
 console.log(row('snapshot deployment, created → finished (server clock)', snapshotServer));
 console.log(row('frozen_for', frozen));
+console.log(row('· of which: pause (3 containers, parallel)', inFreeze.pause));
+console.log(row('· of which: capture (reflink of the disk image)', inFreeze.capture));
+console.log(row('· of which: unpause', inFreeze.unpause));
+console.log(
+  row('baseline: raw pause of 3 idle busybox containers (Engine API, parallel)', inFreeze.rawPause),
+);
+console.log(row('baseline: raw unpause of the same', inFreeze.rawUnpause));
+console.log(
+  `load average at the end: ${loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ')}`,
+);
 console.log(`fork p50 / bare p50 = ${(pct(fork, 50) / pct(bare, 50)).toFixed(2)}x`);
 if (fanOut) {
   console.log(
