@@ -95,6 +95,14 @@ forEachDialect('fork, snapshot, rollback, verify, destroy', (dialect) => {
   });
 
   test('snapshot: a new healthy current version with the same spec', async () => {
+    const timings = { pause: 3, capture: 2, unpause: 4 };
+    w.sc.handlers['env.snapshot'] = (f) => ({
+      snapshot: (f.payload as { name: string }).name,
+      datasets: ['data'],
+      frozen_for: 9,
+      consistent: true,
+      timings,
+    });
     const r = await w.t.req('POST', `/v1/envs/${w.alpha}/snapshot`);
     assert.equal(r.status, 202);
     const vid = r.body.deployment.VersionID;
@@ -106,6 +114,10 @@ forEachDialect('fork, snapshot, rollback, verify, destroy', (dialect) => {
       ['health', 'ok'],
       ['verdict', 'ok'],
     ]);
+    delete w.sc.handlers['env.snapshot'];
+    // The host's steps say where the freeze went.
+    assert.deepEqual(phases[0].Evidence.timings, timings);
+    assert.equal(phases[0].Evidence.frozen_for, 9);
     assert.deepEqual(phases[1].Evidence, { answered: true });
     assert.deepEqual(phases[2].Evidence.version, vid);
     assert.deepEqual(w.sc.commands('env.snapshot').at(-1)!.payload, { name: vid });

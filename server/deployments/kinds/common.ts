@@ -89,5 +89,13 @@ export async function takeSnapshot(
     keepPaused ? { name, keep_paused: keepPaused } : { name },
   );
   ctx.params.snapshot = r.snapshot;
-  return { snapshot: r.snapshot, datasets: r.datasets, frozen_for: r.frozen_for, consistent: r.consistent };
+  // The host's own steps (pause, capture, unpause, ...) go in the evidence, as a deploy's do: they
+  // say where a long frozen_for went.
+  return {
+    snapshot: r.snapshot,
+    datasets: r.datasets,
+    frozen_for: r.frozen_for,
+    consistent: r.consistent,
+    ...(r.timings ? { timings: r.timings } : {}),
+  };
 }
