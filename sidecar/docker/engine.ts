@@ -204,7 +204,9 @@ export class DockerEngine {
     await this.freezeEach('pause', running);
     const { held } = this.#state;
     if (held.size >= LAST_SEEN_MAX) held.clear();
-    held.set(this.project, running);
+    // A second pause finds nothing running: what the first froze stays on the record.
+    const before = (held.get(this.project) ?? []).filter((c) => !running.some((r) => r.id === c.id));
+    if (before.length || running.length) held.set(this.project, [...before, ...running]);
   }
 
   /**

@@ -67,6 +67,15 @@ describe('thawing what env.pause froze', () => {
     for (const id of fake.state.keys()) assert.equal(engine.spares.isFrozen(id), false);
   });
 
+  test('a second env.pause (nothing left running) keeps the record: the thaw still thaws all', async () => {
+    const { fake, engine } = await pausedStack();
+    await engine.pauseHeld((await engine.containers()).filter((c) => c.state === 'running'));
+    fake.calls.length = 0;
+    assert.deepEqual((await engine.unpause()).sort(), ['cache', 'db', 'main']);
+    assert.ok(!fake.calls.includes('list'));
+    assert.deepEqual([...fake.state.values()], ['running', 'running', 'running']);
+  });
+
   test('the record is used once: a second thaw lists the stack and finds nothing paused', async () => {
     const { fake, engine } = await pausedStack();
     await engine.unpause();
