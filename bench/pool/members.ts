@@ -62,13 +62,20 @@ function cgroupMiB(id: string): number {
     return Number.NaN;
   }
 }
-/** containerd-shim processes serving these containers (their command line names the id). */
-function shimMiB(ids: Set<string>): number {
-  let sum = 0;
+/** A process's proportional set size, MiB: shared pages (the shim binary's) split among their users. */
+function pssMiB(pid: number): number {
+  const m = /Pss:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'));
+  return m ? Number(m[1]) / 1024 : 0;
+}
+/** containerd-shim processes serving these containers (their command line names the id): RSS and PSS. */
+function shimMiB(ids: Set<string>): { rss: number; pss: number } {
+  const sum = { rss: 0, pss: 0 };
   for (const p of pidsNamed('containerd-shim')) {
     try {
       const args = readFileSync(`/proc/${p}/cmdline`, 'utf8');
-      if ([...ids].some((id) => args.includes(id))) sum += rssMiB(p);
+      if (![...ids].some((id) => args.includes(id))) continue;
+      sum.rss += rssMiB(p);
+      sum.pss += pssMiB(p);
     } catch {}
   }
   return sum;
@@ -134,15 +141,17 @@ try {
     load: loadavg()[0],
   };
   const cg = [...ids].map(cgroupMiB).filter(Number.isFinite);
+  const shim = shimMiB(ids);
   const perMember = (before.avail - after.avail) / N;
   out.push(
     `${N} paused members of a busybox version filled in ${fillS.toFixed(0)} s (load ${before.load.toFixed(1)} → ${after.load.toFixed(1)})`,
     '',
     '| memory | MiB |',
     '|---|---|',
-    `| host MemAvailable drop ÷ ${N} members | **${perMember.toFixed(1)}** |`,
+    `| host MemAvailable drop ÷ ${N} members (the host is shared: other jobs move it too) | ${perMember.toFixed(1)} |`,
+    `| **a member: its cgroup + its shim's PSS + dockerd's and containerd's growth ÷ ${N}** | **${(pct(cg, 50) + (shim.pss + after.dockerd - before.dockerd + after.containerd - before.containerd) / N).toFixed(1)}** |`,
     `| a member's container cgroup (p50 of ${cg.length}; page cache included) | ${pct(cg, 50)?.toFixed(1)} |`,
-    `| its containerd-shim RSS (sum ÷ ${N}) | ${(shimMiB(ids) / N).toFixed(1)} |`,
+    `| its containerd-shim, PSS (sum ÷ ${N}; RSS ${(shim.rss / N).toFixed(1)}, the shared binary counted in each) | ${(shim.pss / N).toFixed(1)} |`,
     `| dockerd growth ÷ ${N} | ${((after.dockerd - before.dockerd) / N).toFixed(2)} |`,
     `| containerd growth ÷ ${N} | ${((after.containerd - before.containerd) / N).toFixed(2)} |`,
     `| svcd growth ÷ ${N} (svcd ${before.svcd.toFixed(0)} → ${after.svcd.toFixed(0)} MiB) | ${((after.svcd - before.svcd) / N).toFixed(2)} |`,
