@@ -102,7 +102,7 @@ export async function uploadContext(client: Client, root: string, extra: Entry[]
     const size = lstatSync(file).size;
     if (size > MAX_CONTEXT_BYTES)
       throw new CliError(`the context of ${root} is larger than 512 MiB compressed`);
-    const r = await client.json<{ upload: string }>('PUT', '/v1/uploads', {
+    const r = await client.call('put', '/v1/uploads', {
       stream: {
         body: Readable.toWeb(createReadStream(file)) as ReadableStream,
         type: 'application/gzip',

@@ -1,10 +1,10 @@
 // `svc fork --count N`: one request starts N forks of one snapshot; by default the CLI then
 // watches every fork's deployment at once and prints one line per fork as it ends (N interleaved
 // phase tables would be unreadable), then how many succeeded. Any failed fork exits 1.
-import type { ForksStartedBody, StartedBody } from '../protocol/api.ts';
+import type { ForksStartedBody } from '../protocol/api.ts';
 import { sleep } from '../shared/concurrency.ts';
 import type { Output } from './command.ts';
-import { type Client, seg } from './http.ts';
+import type { Client } from './http.ts';
 import { formatDuration, pollDelay } from './wait.ts';
 
 const FINAL = new Set(['succeeded', 'failed', 'rolled_back']);
@@ -35,7 +35,7 @@ export async function watchForks(client: Client, io: Output, r: ForksStartedBody
   for (let polls = 0; pending.size; polls++) {
     await sleep(pollDelay(polls));
     for (const [id, fork] of pending) {
-      const v = await client.json<StartedBody>('GET', `/v1/deployments/${seg(id)}`);
+      const v = await client.call('get', '/v1/deployments/{dep}', { path: { dep: id } });
       const d = v.deployment;
       if (!FINAL.has(d.Status) && (d.FinishedAt ?? null) === null) continue;
       pending.delete(id);

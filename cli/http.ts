@@ -1,6 +1,14 @@
 // The API client: one request per call, bounded by the spec's 5-minute CLI timeout. Every failure
 // becomes one line: `cannot reach <server>: <reason>` for the network, `<error>` from the server's
 // `{error}` body (with the status where the message alone does not say enough).
+import {
+  type ApiAnswer,
+  type ApiMethod,
+  type ApiOptions,
+  fillPath,
+  type PathOf,
+  queryStrings,
+} from './api-types.ts';
 import { CliError } from './errors.ts';
 
 export const REQUEST_TIMEOUT_MS = 5 * 60 * 1000;
@@ -88,9 +96,16 @@ export class Client {
    * answer throws like request(). Bounded by the request timeout while nothing arrives: each
    * chunk of the body starts the wait again, so a large file may take as long as it flows.
    */
-  async download(path: string, query: Record<string, string> = {}): Promise<AsyncIterable<Uint8Array>> {
-    const url = new URL(this.server + path);
-    for (const [k, v] of Object.entries(query)) url.searchParams.set(k, v);
+  async download<P extends PathOf<'get'>>(
+    template: P,
+    opts: ApiOptions<'get', P>,
+  ): Promise<AsyncIterable<Uint8Array>> {
+    const o = opts as ApiOptions<'get', P> & {
+      path?: Record<string, unknown>;
+      query?: Record<string, unknown>;
+    };
+    const url = new URL(this.server + fillPath(template, o.path));
+    for (const [k, v] of Object.entries(queryStrings(o.query))) url.searchParams.set(k, v);
     const ac = new AbortController();
     let timer = setTimeout(() => ac.abort(), REQUEST_TIMEOUT_MS);
     const idle = () => {
@@ -168,6 +183,44 @@ export class Client {
     const type = res.headers.get('content-type') ?? '';
     if (res.status < 200 || res.status > 299) throw errorMessage(res.status, res.statusText, type, bytes);
     return { status: res.status, type, bytes };
+  }
+
+  /**
+   * A request typed by the API's OpenAPI (api-types.ts): the path template and method must be a
+   * route of the server, and its path parameters, query and body are checked by tsc. The answer is
+   * handed over as bytes (a tar archive, a file); call() parses a JSON one.
+   */
+  async send<M extends ApiMethod, P extends PathOf<M>>(
+    method: M,
+    template: P,
+    opts: ApiOptions<M, P>,
+  ): Promise<Response> {
+    const o = opts as ApiOptions<M, P> & { path?: Record<string, unknown>; query?: Record<string, unknown> };
+    return this.request(method.toUpperCase(), fillPath(template, o.path), {
+      query: queryStrings(o.query),
+      json: o.json,
+      raw: o.raw,
+      stream: o.stream,
+      auth: o.auth,
+    });
+  }
+
+  /** send() whose 2xx answer is typed by the OpenAPI; one without a body is undefined. */
+  async call<M extends ApiMethod, P extends PathOf<M>>(
+    method: M,
+    template: P,
+    opts: ApiOptions<M, P>,
+  ): Promise<ApiAnswer<M, P>> {
+    const r = await this.send(method, template, opts);
+    if (r.status === 204 || (r.bytes.length === 0 && !r.type.includes('json')))
+      return undefined as ApiAnswer<M, P>;
+    try {
+      return JSON.parse(r.bytes.toString('utf8')) as ApiAnswer<M, P>;
+    } catch {
+      throw new CliError(
+        `${this.server} answered ${method.toUpperCase()} ${template} with something that is not JSON`,
+      );
+    }
   }
 
   /** A request whose answer is JSON. */

@@ -323,13 +323,13 @@ class Session {
   /** Without a terminal: each chunk is POSTed and awaited, so a large file is sent at the pace the host takes it. */
   async #pipeStdin(stdin: Readable): Promise<void> {
     const { client, env, pid } = this.#o;
-    const path = `/v1/envs/${seg(env)}/processes/${seg(pid)}/input`;
+    const route = '/v1/envs/{env}/processes/{pid}/input';
     try {
       for await (const d of stdin as AsyncIterable<Buffer>) {
         for (const c of chunks(Buffer.from(d)))
-          await client.request('POST', path, { json: { data: c.toString('base64') } });
+          await client.call('post', route, { path: { env, pid }, json: { data: c.toString('base64') } });
       }
-      await client.request('POST', path, { json: { close: true } });
+      await client.call('post', route, { path: { env, pid }, json: { close: true } });
     } catch {
       // The process stopped reading (it ended, or closed its stdin): its end says the rest.
     } finally {

@@ -7,7 +7,7 @@ import type { PhaseRecord, StartedBody } from '../protocol/api.ts';
 import { sleep } from '../shared/concurrency.ts';
 import type { Output } from './command.ts';
 import { CliError } from './errors.ts';
-import { type Client, seg } from './http.ts';
+import type { Client } from './http.ts';
 
 export const POLL_MS = 700;
 const FIRST_POLL_MS = 50;
@@ -123,7 +123,7 @@ class Spinner {
 /** One poll; once the deployment is known, a failure says the deployment itself goes on. */
 async function poll(client: Client, id: string, started: boolean): Promise<DeploymentView> {
   try {
-    return await client.json<DeploymentView>('GET', `/v1/deployments/${seg(id)}`);
+    return await client.call('get', '/v1/deployments/{dep}', { path: { dep: id } });
   } catch (err) {
     if (!started || !(err instanceof CliError)) throw err;
     throw new CliError(`${err.message} (the deployment goes on: svc deployment watch ${id})`);

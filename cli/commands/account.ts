@@ -1,12 +1,15 @@
 // `login` (the device flow: code, approval in the browser, poll for the key) and `whoami`.
 import { spawn } from 'node:child_process';
-import type { DeviceCodeBody, DeviceTokenBody } from '../../protocol/api.ts';
 import { sleep } from '../../shared/concurrency.ts';
+import type { ApiAnswer } from '../api-types.ts';
 import type { Command, Output } from '../command.ts';
 import { configPath, DEFAULT_SERVER, normaliseServer, readConfigFile, writeConfigFile } from '../config.ts';
 import { CliError } from '../errors.ts';
 import { Client, HttpError } from '../http.ts';
 import { simple } from './simple.ts';
+
+type DeviceCodeBody = ApiAnswer<'post', '/v1/device/code'>;
+type DeviceTokenBody = ApiAnswer<'post', '/v1/device/token'>;
 
 export const LOGIN_LIMIT_MS = 15 * 60 * 1000;
 const DEFAULT_INTERVAL_SEC = 5;
@@ -50,7 +53,7 @@ async function pollForKey(client: Client, code: DeviceCodeBody): Promise<DeviceT
     if (Date.now() > deadline)
       throw new CliError('login timed out: the code was not approved within 15 minutes; run svc login again');
     try {
-      return await client.json<DeviceTokenBody>('POST', '/v1/device/token', {
+      return await client.call('post', '/v1/device/token', {
         json: { device_code: code.device_code },
         auth: false,
       });
@@ -99,7 +102,7 @@ export const login: Command = {
     const path = configPath(ctx.env);
     const server = loginServer(ctx.flags.server as string | undefined, ctx.env, path);
     const client = new Client(server, undefined);
-    const code = await client.json<DeviceCodeBody>('POST', '/v1/device/code', { auth: false });
+    const code = await client.call('post', '/v1/device/code', { json: {}, auth: false });
     announce(ctx.io, code);
     if (ctx.flags['no-browser'] !== true) openBrowser(code.verification_uri_complete);
     const issued = await pollForKey(client, code);
@@ -112,5 +115,7 @@ export const login: Command = {
 export const whoami = simple({
   words: ['whoami'],
   summary: 'Show the team (and user) the credential acts as (GET /v1/me)',
-  path: () => '/v1/me',
+  method: 'get',
+  route: '/v1/me',
+  options: () => ({}),
 });

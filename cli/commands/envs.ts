@@ -1,7 +1,6 @@
 // `env get|versions|deployments|destroy`, `deployment get|watch` and `events`: reading state.
 // `<env>` is always an environment id. Destroy starts a deployment and does not wait for it.
 import type { Command } from '../command.ts';
-import { seg } from '../http.ts';
 import { watchDeployment } from '../wait.ts';
 import { simple } from './simple.ts';
 
@@ -11,36 +10,45 @@ export const envGet = simple({
   words: ['env', 'get'],
   summary: 'Show an environment and whether its host is connected (GET /v1/envs/{env})',
   positionals: ENV,
-  path: ([env]) => `/v1/envs/${seg(env)}`,
+  method: 'get',
+  route: '/v1/envs/{env}',
+  options: ([env]) => ({ path: { env } }),
 });
 
 export const envVersions = simple({
   words: ['env', 'versions'],
   summary: "List an environment's versions, oldest first",
   positionals: ENV,
-  path: ([env]) => `/v1/envs/${seg(env)}/versions`,
+  method: 'get',
+  route: '/v1/envs/{env}/versions',
+  options: ([env]) => ({ path: { env } }),
 });
 
 export const envDeployments = simple({
   words: ['env', 'deployments'],
   summary: "List an environment's deployments, newest first",
   positionals: ENV,
-  path: ([env]) => `/v1/envs/${seg(env)}/deployments`,
+  method: 'get',
+  route: '/v1/envs/{env}/deployments',
+  options: ([env]) => ({ path: { env } }),
 });
 
 export const envDestroy = simple({
   words: ['env', 'destroy'],
   summary: 'Start a destroy deployment and print it (DELETE /v1/envs/{env}); does not wait',
   positionals: ENV,
-  method: 'DELETE',
-  path: ([env]) => `/v1/envs/${seg(env)}`,
+  method: 'delete',
+  route: '/v1/envs/{env}',
+  options: ([env]) => ({ path: { env } }),
 });
 
 export const deploymentGet = simple({
   words: ['deployment', 'get'],
   summary: 'Show a deployment and its phases with evidence (GET /v1/deployments/{id})',
   positionals: [{ name: 'id' }],
-  path: ([id]) => `/v1/deployments/${seg(id)}`,
+  method: 'get',
+  route: '/v1/deployments/{dep}',
+  options: ([dep]) => ({ path: { dep } }),
 });
 
 export const deploymentWatch: Command = {
@@ -59,5 +67,7 @@ export const events = simple({
   summary: 'Show up to 200 events of a subject, newest first (GET /v1/events)',
   details: 'The subject is env:<id>, dep:<id>, host:<id> or cmd:<id>.',
   positionals: [{ name: 'subject' }],
-  path: ([subject]) => `/v1/events?subject=${encodeURIComponent(subject)}`,
+  method: 'get',
+  route: '/v1/events',
+  options: ([subject]) => ({ query: { subject } }),
 });

@@ -1,7 +1,6 @@
 // `files put|get` (tar archives in and out of a service) and `exec` (a command in a service).
 import type { Command } from '../command.ts';
 import { UsageError } from '../errors.ts';
-import { seg } from '../http.ts';
 import { extractSafely, packPath } from '../tarball.ts';
 import { runLive } from './processes.ts';
 
@@ -23,7 +22,8 @@ export const filesPut: Command = {
     const [env, local, dir] = ctx.args;
     const packed = await packPath(local);
     for (const s of packed.skipped) ctx.io.err(`note: skipped ${s}\n`);
-    const r = await ctx.client().json('PUT', `/v1/envs/${seg(env)}/files`, {
+    const r = await ctx.client().call('put', '/v1/envs/{env}/files', {
+      path: { env },
       query: { service: ctx.flags.service as string, path: dir },
       raw: { data: packed.data, type: 'application/x-tar' },
     });
@@ -42,7 +42,8 @@ export const filesGet: Command = {
   positionals: [{ name: 'env' }, { name: 'container path' }, { name: 'local dir' }],
   async run(ctx) {
     const [env, path, dir] = ctx.args;
-    const r = await ctx.client().request('GET', `/v1/envs/${seg(env)}/files`, {
+    const r = await ctx.client().send('get', '/v1/envs/{env}/files', {
+      path: { env },
       query: { service: ctx.flags.service as string, path },
     });
     const result = await extractSafely(r.bytes, dir);
@@ -79,9 +80,9 @@ export const exec: Command = {
     const stdin = ctx.flags.interactive === true;
     const tty = ctx.flags.tty === true;
     if (stdin || tty) return runLive(ctx, env, { service, cmd, stdin, tty });
-    const r = await ctx.client().json('POST', `/v1/envs/${seg(env)}/exec`, {
-      json: { service, cmd },
-    });
+    const r = await ctx
+      .client()
+      .call('post', '/v1/envs/{env}/exec', { path: { env }, json: { service, cmd } });
     ctx.io.json(r);
     return 0;
   },

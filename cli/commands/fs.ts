@@ -4,13 +4,12 @@
 import { constants } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { Readable } from 'node:stream';
-import type { FsEntryRecord, FsListBody } from '../../protocol/api.ts';
+import type { ApiAnswer } from '../api-types.ts';
 import type { Command } from '../command.ts';
 import { CliError, UsageError } from '../errors.ts';
-import { seg } from '../http.ts';
 import { JSON_FLAG, SERVICE_OPTIONAL, serviceOf } from './processes.ts';
 
-const fsPath = (env: string) => `/v1/envs/${seg(env)}/fs`;
+type FsEntryRecord = ApiAnswer<'get', '/v1/envs/{env}/fs/list'>['entries'][number];
 
 /** `fs ls`'s table: type, permission bits in octal, size, mtime and path (a link shows its target length). */
 export function entryTable(entries: FsEntryRecord[]): string {
@@ -47,7 +46,8 @@ export const fsLs: Command = {
     if (!/^([1-9]|1[0-6])$/.test(depth))
       throw new UsageError('--depth takes a whole number from 1 to 16', fsLs);
     const service = await serviceOf(ctx, env);
-    const r = await ctx.client().json<FsListBody>('GET', `${fsPath(env)}/list`, {
+    const r = await ctx.client().call('get', '/v1/envs/{env}/fs/list', {
+      path: { env },
       query: { service, path, depth },
     });
     if (ctx.flags.json === true) ctx.io.json(r);
@@ -66,7 +66,9 @@ export const fsCat: Command = {
   async run(ctx) {
     const [env, path] = ctx.args;
     const service = await serviceOf(ctx, env);
-    const body = await ctx.client().download(fsPath(env), { service, path });
+    const body = await ctx
+      .client()
+      .download('/v1/envs/{env}/fs', { path: { env }, query: { service, path } });
     for await (const chunk of body) {
       if (!process.stdout.write(chunk)) await new Promise((r) => process.stdout.once('drain', r));
     }
@@ -102,8 +104,7 @@ export const fsPut: Command = {
       const st = await file.stat();
       if (!st.isFile()) throw new CliError(`cannot send ${local}: not a regular file`);
       const service = await serviceOf(ctx, env);
-      const query: Record<string, string> = { service, path: remote };
-      if (mode !== undefined) query.mode = mode;
+      const query = { service, path: remote, mode };
       const type = 'application/octet-stream';
       // Exactly the size that was checked is sent, even if the file grows meanwhile.
       const opts =
@@ -116,7 +117,7 @@ export const fsPut: Command = {
                 length: st.size,
               },
             };
-      ctx.io.json(await ctx.client().json('PUT', fsPath(env), { query, ...opts } as never));
+      ctx.io.json(await ctx.client().call('put', '/v1/envs/{env}/fs', { path: { env }, query, ...opts }));
     } finally {
       await file.close();
     }
@@ -132,7 +133,7 @@ export const fsRm: Command = {
   async run(ctx) {
     const [env, path] = ctx.args;
     const service = await serviceOf(ctx, env);
-    await ctx.client().request('DELETE', fsPath(env), { query: { service, path } });
+    await ctx.client().call('delete', '/v1/envs/{env}/fs', { path: { env }, query: { service, path } });
     return 0;
   },
 };

@@ -1,6 +1,9 @@
 // `cloud connect|list` and `host list|join-token`: where environments can run.
+import type { ApiBody } from '../api-types.ts';
 import { type Command, givenFlags } from '../command.ts';
 import { simple } from './simple.ts';
+
+type Provider = ApiBody<'post', '/v1/clouds'>['provider'];
 
 export const cloudConnect: Command = {
   words: ['cloud', 'connect'],
@@ -19,12 +22,13 @@ export const cloudConnect: Command = {
       'server-type': 'server_type',
       location: 'location',
     });
-    const body: Record<string, unknown> = {
-      provider: ctx.args[0],
+    // The provider is passed as given: the server's refusal names the providers it takes.
+    const body: ApiBody<'post', '/v1/clouds'> = {
+      provider: ctx.args[0] as Provider,
       ...givenFlags(ctx.flags, { name: 'name' }),
     };
     if (Object.keys(config).length > 0) body.config = config;
-    ctx.io.json(await ctx.client().json('POST', '/v1/clouds', { json: body }));
+    ctx.io.json(await ctx.client().call('post', '/v1/clouds', { json: body }));
     return 0;
   },
 };
@@ -32,18 +36,23 @@ export const cloudConnect: Command = {
 export const cloudList = simple({
   words: ['cloud', 'list'],
   summary: "List the team's clouds, secrets masked (GET /v1/clouds)",
-  path: () => '/v1/clouds',
+  method: 'get',
+  route: '/v1/clouds',
+  options: () => ({}),
 });
 
 export const hostList = simple({
   words: ['host', 'list'],
   summary: "List the team's hosts and whether each is connected (GET /v1/hosts)",
-  path: () => '/v1/hosts',
+  method: 'get',
+  route: '/v1/hosts',
+  options: () => ({}),
 });
 
 export const hostJoinToken = simple({
   words: ['host', 'join-token'],
   summary: 'Mint a one-hour, single-use join token and its install line (POST /v1/join-tokens)',
-  method: 'POST',
-  path: () => '/v1/join-tokens',
+  method: 'post',
+  route: '/v1/join-tokens',
+  options: () => ({ json: {} }),
 });

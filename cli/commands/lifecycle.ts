@@ -2,13 +2,12 @@
 // default watches the deployment to its end (wait.ts); `--wait=false` prints the 202 answer.
 import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import type { ForksStartedBody, StartedBody } from '../../protocol/api.ts';
+import type { ApiBody } from '../api-types.ts';
 import { type Command, type FlagSpec, givenFlags, type RunContext } from '../command.ts';
 import { needsContext, uploadContext } from '../context.ts';
 import { contextRoot } from '../context-root.ts';
 import { CliError, UsageError } from '../errors.ts';
 import { parseCount, watchForks } from '../fan-out.ts';
-import { seg } from '../http.ts';
 import { harborCompose } from '../task-compose.ts';
 import { watchDeployment } from '../wait.ts';
 
@@ -19,14 +18,13 @@ export const WAIT: FlagSpec = {
   help: 'Watch the deployment to its end (default); --wait=false prints the 202 answer and returns',
 };
 
-async function start(ctx: RunContext, path: string, json?: unknown): Promise<number> {
-  const client = ctx.client();
-  const r = await client.json<StartedBody>('POST', path, json === undefined ? {} : { json });
+/** Prints the 202 answer (--wait=false) or watches its deployment to the end. */
+async function follow(ctx: RunContext, r: { deployment: { ID: string } }): Promise<number> {
   if (ctx.flags.wait === false) {
     ctx.io.json(r);
     return 0;
   }
-  return watchDeployment(client, ctx.io, r.deployment.ID);
+  return watchDeployment(ctx.client(), ctx.io, r.deployment.ID);
 }
 
 function readCompose(file: string): string {
@@ -86,7 +84,7 @@ export const deploy: Command = {
     const compose = harbor ? harbor.compose : readCompose(file);
     const named = ctx.flags.context === undefined ? undefined : String(ctx.flags.context);
     const where = harbor ? { root: harbor.root, composePath: '' } : contextRoot(file, compose, named);
-    const body: Record<string, unknown> = { env: ctx.flags.env, compose };
+    const body: ApiBody<'post', '/v1/projects/{project}/deploy'> = { env: String(ctx.flags.env), compose };
     if (warm) body.warm = warm;
     try {
       if (harbor || named !== undefined || needsContext(compose, dirname(resolve(file)))) {
@@ -96,7 +94,11 @@ export const deploy: Command = {
     } finally {
       harbor?.done();
     }
-    return start(ctx, `/v1/projects/${seg(ctx.flags.project as string)}/deploy`, body);
+    const r = await ctx.client().call('post', '/v1/projects/{project}/deploy', {
+      path: { project: String(ctx.flags.project) },
+      json: body,
+    });
+    return follow(ctx, r);
   },
 };
 
@@ -122,13 +124,19 @@ export const fork: Command = {
   ],
   positionals: [{ name: 'env' }],
   async run(ctx) {
-    const body: Record<string, unknown> = givenFlags(ctx.flags, { name: 'name', version: 'version' });
-    const path = `/v1/envs/${seg(ctx.args[0])}/fork`;
-    if (ctx.flags.count === undefined) return start(ctx, path, body);
+    const { name, version } = givenFlags(ctx.flags, { name: 'name', version: 'version' });
+    const body: ApiBody<'post', '/v1/envs/{env}/fork'> = { name, version };
+    const path = { env: ctx.args[0] };
+    const client = ctx.client();
+    if (ctx.flags.count === undefined) {
+      const one = await client.call('post', '/v1/envs/{env}/fork', { path, json: body });
+      if (!('deployment' in one)) throw new CliError('the server answered a single fork with a fan-out');
+      return follow(ctx, one);
+    }
     const count = parseCount(String(ctx.flags.count));
     if (count === null) throw new UsageError('--count takes a whole number from 1 to 100', fork);
-    const client = ctx.client();
-    const r = await client.json<ForksStartedBody>('POST', path, { json: { ...body, count } });
+    const r = await client.call('post', '/v1/envs/{env}/fork', { path, json: { ...body, count } });
+    if (!('forks' in r)) throw new CliError('the server answered a fan-out with a single fork');
     if (ctx.flags.wait === false) {
       ctx.io.json(r);
       return 0;
@@ -143,7 +151,10 @@ export const snapshot: Command = {
   flags: [WAIT],
   positionals: [{ name: 'env' }],
   async run(ctx) {
-    return start(ctx, `/v1/envs/${seg(ctx.args[0])}/snapshot`);
+    return follow(
+      ctx,
+      await ctx.client().call('post', '/v1/envs/{env}/snapshot', { path: { env: ctx.args[0] } }),
+    );
   },
 };
 
@@ -153,7 +164,11 @@ export const rollback: Command = {
   flags: [WAIT],
   positionals: [{ name: 'env' }, { name: 'version' }],
   async run(ctx) {
-    return start(ctx, `/v1/envs/${seg(ctx.args[0])}/rollback`, { version: ctx.args[1] });
+    const r = await ctx.client().call('post', '/v1/envs/{env}/rollback', {
+      path: { env: ctx.args[0] },
+      json: { version: ctx.args[1] },
+    });
+    return follow(ctx, r);
   },
 };
 
@@ -170,8 +185,11 @@ export const verify: Command = {
   ],
   positionals: [{ name: 'env' }],
   async run(ctx) {
-    const body: Record<string, unknown> = ctx.flags.resume === true ? { resume: true } : {};
-    if (ctx.flags.step !== undefined) body.step = ctx.flags.step;
-    return start(ctx, `/v1/envs/${seg(ctx.args[0])}/verify`, body);
+    const body: ApiBody<'post', '/v1/envs/{env}/verify'> = ctx.flags.resume === true ? { resume: true } : {};
+    if (ctx.flags.step !== undefined) body.step = String(ctx.flags.step);
+    const r = await ctx
+      .client()
+      .call('post', '/v1/envs/{env}/verify', { path: { env: ctx.args[0] }, json: body });
+    return follow(ctx, r);
   },
 };

@@ -1,11 +1,10 @@
 // Live processes: `shell` (an interactive terminal in a service), `ps` (the environment's
 // processes) and `kill` (a signal to one). `exec -i/-t` (files.ts) attaches through the same path.
-import type { ProcessRecord } from '../../protocol/api.ts';
 import { SIGNALS, type SignalName } from '../../protocol/processes.ts';
 import type { EnvSpec } from '../../protocol/spec.ts';
+import type { ApiAnswer, ApiBody } from '../api-types.ts';
 import type { Command, FlagSpec, RunContext } from '../command.ts';
 import { CliError, UsageError } from '../errors.ts';
-import { seg } from '../http.ts';
 import { attach, localSize } from '../live.ts';
 
 export const SERVICE_OPTIONAL: FlagSpec = {
@@ -21,15 +20,10 @@ export const JSON_FLAG: FlagSpec = { name: 'json', type: 'boolean', help: 'Print
 export async function serviceOf(ctx: RunContext, env: string): Promise<string> {
   if (typeof ctx.flags.service === 'string') return ctx.flags.service;
   const client = ctx.client();
-  const { environment } = await client.json<{ environment: { CurrentVersionID: string } }>(
-    'GET',
-    `/v1/envs/${seg(env)}`,
-  );
-  const { versions } = await client.json<{ versions: { ID: string; Spec: EnvSpec }[] }>(
-    'GET',
-    `/v1/envs/${seg(env)}/versions`,
-  );
-  const spec = versions.find((v) => v.ID === environment.CurrentVersionID)?.Spec;
+  const { environment } = await client.call('get', '/v1/envs/{env}', { path: { env } });
+  const { versions } = await client.call('get', '/v1/envs/{env}/versions', { path: { env } });
+  // The OpenAPI leaves a version's Spec an open object; its shape is protocol/spec.ts's EnvSpec.
+  const spec = versions.find((v) => v.ID === environment.CurrentVersionID)?.Spec as EnvSpec | undefined;
   if (!spec) throw new CliError(`environment ${env} has no current version yet: name a --service`);
   if (spec.agent?.service) return spec.agent.service;
   const names = (spec.services ?? []).map((s) => s.name);
@@ -47,11 +41,13 @@ export interface LiveStart {
 /** Starts a process and follows it to its end; returns the exit code svc passes on. */
 export async function runLive(ctx: RunContext, env: string, o: LiveStart): Promise<number> {
   const client = ctx.client();
-  const body: Record<string, unknown> = { service: o.service, cmd: o.cmd, stdin: o.stdin };
+  const body: ApiBody<'post', '/v1/envs/{env}/processes'> = {
+    service: o.service,
+    cmd: o.cmd,
+    stdin: o.stdin,
+  };
   if (o.tty) body.tty = localSize();
-  const { pid } = await client.json<{ pid: string }>('POST', `/v1/envs/${seg(env)}/processes`, {
-    json: body,
-  });
+  const { pid } = await client.call('post', '/v1/envs/{env}/processes', { path: { env }, json: body });
   return attach({ client, env, pid, tty: o.tty, stdin: o.stdin });
 }
 
@@ -79,6 +75,8 @@ export const shell: Command = {
 const cell = (s: string, width: number) => (s.length > width ? `${s.slice(0, width - 1)}…` : s.padEnd(width));
 
 /** `ps`'s table: one row per process, the command last and clipped to one line. */
+type ProcessRecord = ApiAnswer<'get', '/v1/envs/{env}/processes'>['processes'][number];
+
 export function processTable(processes: ProcessRecord[]): string {
   const head = ['PID', 'SERVICE', 'STATUS', 'EXIT', 'STARTED', 'COMMAND'];
   const rows = processes.map((p) => [
@@ -103,9 +101,7 @@ export const ps: Command = {
   flags: [JSON_FLAG],
   positionals: [{ name: 'env' }],
   async run(ctx) {
-    const r = await ctx
-      .client()
-      .json<{ processes: ProcessRecord[] }>('GET', `/v1/envs/${seg(ctx.args[0])}/processes`);
+    const r = await ctx.client().call('get', '/v1/envs/{env}/processes', { path: { env: ctx.args[0] } });
     if (ctx.flags.json === true) ctx.io.json(r);
     else if (r.processes.length === 0) ctx.io.out('no processes\n');
     else ctx.io.out(processTable(r.processes));
@@ -129,9 +125,9 @@ export const kill: Command = {
     const [env, pid] = ctx.args;
     const signal = signalName(String(ctx.flags.signal));
     if (!signal) throw new UsageError(`unknown signal '${ctx.flags.signal}' (${SIGNALS.join(', ')})`, kill);
-    await ctx.client().request('POST', `/v1/envs/${seg(env)}/processes/${seg(pid)}/signal`, {
-      json: { signal },
-    });
+    await ctx
+      .client()
+      .call('post', '/v1/envs/{env}/processes/{pid}/signal', { path: { env, pid }, json: { signal } });
     return 0;
   },
 };

@@ -1,7 +1,9 @@
 // `project create|list|envs`: the project endpoints (a project is addressed by name or id).
+import type { ApiBody } from '../api-types.ts';
 import { type Command, givenFlags } from '../command.ts';
-import { seg } from '../http.ts';
 import { simple } from './simple.ts';
+
+type Kind = NonNullable<ApiBody<'post', '/v1/projects'>['kind']>;
 
 export const projectCreate: Command = {
   words: ['project', 'create'],
@@ -12,8 +14,14 @@ export const projectCreate: Command = {
   ],
   positionals: [{ name: 'name' }],
   async run(ctx) {
-    const body = { name: ctx.args[0], ...givenFlags(ctx.flags, { kind: 'kind', source: 'source' }) };
-    ctx.io.json(await ctx.client().json('POST', '/v1/projects', { json: body }));
+    const { kind, source } = givenFlags(ctx.flags, { kind: 'kind', source: 'source' });
+    // The kind is passed as given: the server's refusal names the kinds it takes.
+    const body: ApiBody<'post', '/v1/projects'> = {
+      name: ctx.args[0],
+      kind: kind as Kind | undefined,
+      source,
+    };
+    ctx.io.json(await ctx.client().call('post', '/v1/projects', { json: body }));
     return 0;
   },
 };
@@ -21,12 +29,16 @@ export const projectCreate: Command = {
 export const projectList = simple({
   words: ['project', 'list'],
   summary: "List the team's projects (GET /v1/projects)",
-  path: () => '/v1/projects',
+  method: 'get',
+  route: '/v1/projects',
+  options: () => ({}),
 });
 
 export const projectEnvs = simple({
   words: ['project', 'envs'],
   summary: "List a project's environments (GET /v1/projects/{project}/envs)",
   positionals: [{ name: 'project' }],
-  path: ([project]) => `/v1/projects/${seg(project)}/envs`,
+  method: 'get',
+  route: '/v1/projects/{project}/envs',
+  options: ([project]) => ({ path: { project } }),
 });

@@ -5,16 +5,15 @@
 // afterwards with `svc verify --step <step> <env>`; the verdict's early_stop is Harbor's min_reward.
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import type { ExecBody } from '../../protocol/api.ts';
 import { sleep } from '../../shared/concurrency.ts';
 import type { Command, RunContext } from '../command.ts';
 import { CliError } from '../errors.ts';
 import { localStep, type StepHealthcheck } from '../harbor-steps.ts';
-import { seg } from '../http.ts';
 import { packPath } from '../tarball.ts';
 
 const run = (ctx: RunContext, env: string, service: string, cmd: string[], timeout_sec?: number) =>
-  ctx.client().json<ExecBody>('POST', `/v1/envs/${seg(env)}/exec`, {
+  ctx.client().call('post', '/v1/envs/{env}/exec', {
+    path: { env },
     json: { service, cmd, ...(timeout_sec ? { timeout_sec } : {}) },
   });
 
@@ -54,7 +53,8 @@ export const step: Command = {
     if (s.workdir) {
       for (const entry of readdirSync(s.workdir).sort()) {
         const packed = await packPath(join(s.workdir, entry));
-        await ctx.client().json('PUT', `/v1/envs/${seg(env)}/files`, {
+        await ctx.client().call('put', '/v1/envs/{env}/files', {
+          path: { env },
           query: { service, path: s.target },
           raw: { data: packed.data, type: 'application/x-tar' },
         });

@@ -2,7 +2,6 @@
 import { existsSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { stringify } from 'yaml';
-import type { TemplateRecord } from '../../protocol/api.ts';
 import type { Command } from '../command.ts';
 import { CliError } from '../errors.ts';
 import { HEADER } from '../harbor.ts';
@@ -22,7 +21,7 @@ export const templates: Command = {
   positionals: [],
   async run(ctx) {
     const kind = ctx.flags.kind as string | undefined;
-    ctx.io.json(await ctx.client().json('GET', '/v1/templates', { query: kind ? { kind } : {} }));
+    ctx.io.json(await ctx.client().call('get', '/v1/templates', { query: kind ? { kind } : {} }));
     return 0;
   },
 };
@@ -52,7 +51,7 @@ export const init: Command = {
     if (!want) throw new CliError('init needs a kind or template name (or --from-harbor DIR)');
     const out = ctx.flags.out as string;
     if (existsSync(out)) throw exists(out);
-    const r = await ctx.client().json<{ templates: TemplateRecord[] }>('GET', '/v1/templates');
+    const r = await ctx.client().call('get', '/v1/templates', {});
     const t = r.templates.find((x) => x.name === want || x.kind === want);
     if (!t) {
       const known = r.templates.map((x) => `${x.name} (${x.kind})`).join(', ');
