@@ -146,7 +146,10 @@ export class Client {
     };
   }
 
-  /** Sends a request; a non-2xx answer throws HttpError, a network failure CliError. */
+  /**
+   * Sends a request; a non-2xx answer throws HttpError, a network failure CliError. Untyped: the
+   * commands go through send() and call(), which the OpenAPI types.
+   */
   async request(method: string, path: string, opts: RequestOptions = {}): Promise<Response> {
     const url = new URL(this.server + path);
     for (const [k, v] of Object.entries(opts.query ?? {})) url.searchParams.set(k, v);
@@ -220,16 +223,6 @@ export class Client {
       throw new CliError(
         `${this.server} answered ${method.toUpperCase()} ${template} with something that is not JSON`,
       );
-    }
-  }
-
-  /** A request whose answer is JSON. */
-  async json<T = unknown>(method: string, path: string, opts: RequestOptions = {}): Promise<T> {
-    const r = await this.request(method, path, opts);
-    try {
-      return JSON.parse(r.bytes.toString('utf8')) as T;
-    } catch {
-      throw new CliError(`${this.server} answered ${method} ${path} with something that is not JSON`);
     }
   }
 }
