@@ -54,7 +54,8 @@ const { values } = parseArgs({
   },
 });
 const REPLICAS = values.replicas.split(',').map(Number);
-if (REPLICAS.some((n) => !Number.isInteger(n) || n < 1)) throw new Error('--replicas: a comma list of counts');
+if (REPLICAS.some((n) => !Number.isInteger(n) || n < 1))
+  throw new Error('--replicas: a comma list of counts');
 const HOSTS = nonNegative('hosts', values.hosts);
 const RATE = nonNegative('rate', values.rate);
 const SECONDS = nonNegative('seconds', values.seconds);
@@ -106,9 +107,10 @@ async function execOnce(url: string, key: string, env: string, timeoutMs: number
       signal: AbortSignal.timeout(timeoutMs),
     });
     const text = await r.text();
-    return { ok: r.status === 200 && text.includes('"exit_code":0'), status: r.status, ms: Date.now() - t0 };
+    const ok = r.status === 200 && text.includes('"exit_code":0');
+    return { ok, status: r.status, ms: Date.now() - t0, text: ok ? '' : text.slice(0, 100) };
   } catch {
-    return { ok: false, status: 0, ms: Date.now() - t0 };
+    return { ok: false, status: 0, ms: Date.now() - t0, text: '' };
   }
 }
 
@@ -116,9 +118,18 @@ async function execOnce(url: string, key: string, env: string, timeoutMs: number
  * The first 200 exec on `env` through the surviving replicas in turn, ms after `killAt`: a client
  * that gives each attempt RETRY_TIMEOUT_MS and tries again 250 ms after a failure.
  */
-async function firstExec(urls: string[], key: string, env: string, killAt: number): Promise<number> {
+async function firstExec(
+  urls: string[],
+  key: string,
+  env: string,
+  killAt: number,
+  failed: Record<string, number>,
+): Promise<number> {
   for (let i = 0; Date.now() - killAt < FAILOVER_WATCH_MS; i++) {
-    if ((await execOnce(urls[i % urls.length], key, env, RETRY_TIMEOUT_MS)).ok) return Date.now() - killAt;
+    const x = await execOnce(urls[i % urls.length], key, env, RETRY_TIMEOUT_MS);
+    if (x.ok) return Date.now() - killAt;
+    const k = `${x.status}${x.text ? ` ${x.text}` : ''}`;
+    if (k in failed || Object.keys(failed).length < 8) failed[k] = (failed[k] ?? 0) + 1;
     await sleep(250);
   }
   return Number.POSITIVE_INFINITY;
@@ -149,7 +160,11 @@ async function runOne(replicas: number, run: number): Promise<string[]> {
   log(`${replicas} replica(s), ${HOSTS} hosts, run ${run}: starting (logs in ${dir})`);
   // The first one migrates and creates the team; the others start on a ready database.
   const reps = [await startReplica(dsn, key, dir, 0)];
-  reps.push(...(await Promise.all(Array.from({ length: replicas - 1 }, (_, i) => startReplica(dsn, key, dir, i + 1)))));
+  reps.push(
+    ...(await Promise.all(
+      Array.from({ length: replicas - 1 }, (_, i) => startReplica(dsn, key, dir, i + 1)),
+    )),
+  );
   const urls = reps.map((r) => r.url);
   const a0 = api(urls[0], key);
   const tokens = await mintTokens(a0, HOSTS, await createClouds(a0, ENVS));
@@ -166,9 +181,11 @@ async function runOne(replicas: number, run: number): Promise<string[]> {
   const keys = await mintKeys(a0, KEYS);
   const fires = urls.map((u) => execFire(api(u, key), placed, Math.ceil(HTTP_SOCKETS / replicas), keys));
   let routed = 0;
-  // Exec i goes to env i % E through replica (i + ⌊i/E⌋) % R: every env through every replica in turn.
+  // Exec i goes to env e = i % E through replica (e + ⌊i/E⌋) % R: each pass over the envs shifts
+  // every env to the next replica, so each env goes through every replica in turn, and each pass
+  // still spreads over all replicas.
   const fire: Fire = (i) => {
-    const r = (i + Math.floor(i / placed.length)) % replicas;
+    const r = ((i % placed.length) + Math.floor(i / placed.length)) % replicas;
     if (envReplica[i % placed.length] !== r) routed++;
     return fires[r].fire(i);
   };
@@ -190,7 +207,7 @@ async function runOne(replicas: number, run: number): Promise<string[]> {
   const out = [
     `| ${replicas} | ${run} | ${HOSTS} | ${RATE} | ${f.achievedRate.toFixed(0)} | ${f.ok}/${f.sent} | ` +
       `${f.p50.toFixed(1)} | ${f.p99.toFixed(1)} | ${((routed * 100) / Math.max(1, f.sent)).toFixed(0)}% | ` +
-      `${usage.map((u) => `${u.cpuPct.toFixed(0)}% / ${perExec(u.cpuPct).toFixed(0)}`).join(', ')} | ` +
+      `${usage.map((u) => `${u.cpuPct.toFixed(0)}% / ${perExec(u.cpuPct).toFixed(0)} (runq ${u.runqPct.toFixed(0)}%)`).join(', ')} | ` +
       `${perExec(total).toFixed(0)} | ${pg.cpuPct.toFixed(0)}% / ${perExec(pg.cpuPct).toFixed(0)} | ` +
       `${scu.cpuPct.toFixed(0)}% | ${loadBefore} → ${loadAfter} |`,
   ];
@@ -204,26 +221,33 @@ async function runOne(replicas: number, run: number): Promise<string[]> {
     const killAt = Date.now();
     reps[0].child.proc.kill('SIGKILL');
     log(`SIGKILL replica 0 (${victims} hosts, ${victimEnvs.length} environments)`);
-    const execs = Promise.all(victimEnvs.map((p) => firstExec(urls.slice(1), key, p.envId, killAt)));
+    const failed: Record<string, number> = {};
+    const execs = Promise.all(victimEnvs.map((p) => firstExec(urls.slice(1), key, p.envId, killAt, failed)));
     // And one exec per environment sent at the kill and waited for (up to 30 s): what a caller
     // that does not retry sees while the dead replica still holds its hosts' locations.
-    const atKill = Promise.all(victimEnvs.map((p, j) => execOnce(urls[1 + (j % (replicas - 1))], key, p.envId, 30_000)));
+    const atKill = Promise.all(
+      victimEnvs.map((p, j) => execOnce(urls[1 + (j % (replicas - 1))], key, p.envId, 30_000)),
+    );
     let d: Drops;
     for (;;) {
       await sleep(500);
       d = await ask<Drops>(sc, { op: 'drops', since: killAt }, 'drops');
       const back = d.drops.filter((x) => x.up > 0).length;
-      if ((d.drops.length >= victims && back === d.drops.length) || Date.now() - killAt > FAILOVER_WATCH_MS) break;
+      if ((d.drops.length >= victims && back === d.drops.length) || Date.now() - killAt > FAILOVER_WATCH_MS)
+        break;
     }
     const reconnect = d.drops.map((x) => (x.up ? x.up - killAt : Number.POSITIVE_INFINITY));
     const exec = await execs;
     const sentAtKill = await atKill;
     const statuses: Record<string, number> = {};
-    for (const x of sentAtKill) statuses[x.ok ? 'ok' : String(x.status)] = (statuses[x.ok ? 'ok' : String(x.status)] ?? 0) + 1;
+    for (const x of sentAtKill)
+      statuses[x.ok ? 'ok' : String(x.status)] = (statuses[x.ok ? 'ok' : String(x.status)] ?? 0) + 1;
     out.push(
       `  failover, ${replicas} replicas, ${victims} hosts on the killed replica (load ${before} → ${loadavg()}):`,
       `    reconnected elsewhere: ${summary(reconnect)} (${d.drops.length} drops seen; ${d.open}/${HOSTS} streams open)`,
+      `    failed reconnect attempts: ${JSON.stringify(d.errors)}`,
       `    first exec 200 per environment on them (retried, ${RETRY_TIMEOUT_MS / 1000} s per attempt): ${summary(exec)}`,
+      `    failed attempts before it: ${JSON.stringify(failed)}`,
       `    one exec per environment sent at the kill, answered after: ${summary(sentAtKill.map((x) => x.ms))}; ${JSON.stringify(statuses)} (0 = no answer)`,
     );
   }

@@ -39,6 +39,8 @@ export interface Drops {
   drops: { id: string; from: number; at: number; up: number; to: number }[];
   open: number;
   commands: number;
+  /** Failed reconnect attempts since the last join, by reason. */
+  errors: Record<string, number>;
 }
 export type FromSidecars = Joined | Where | Drops | { op: 'ready' };
 
@@ -57,6 +59,7 @@ const CAPS = JSON.stringify(DEFAULT_CAPS);
 const sims: Sim[] = [];
 let urls: string[] = [];
 const stats = { commands: 0 };
+const errors: Record<string, number> = {};
 
 function send(m: FromSidecars): void {
   process.send?.(m);
@@ -112,8 +115,10 @@ async function reconnect(sim: Sim): Promise<void> {
         sim.drop.to = idx;
       }
       return;
-    } catch {
+    } catch (err) {
       // Refused or dead: the next URL after the next backoff.
+      const k = `${idx}: ${(err as Error).message.slice(0, 80)}`;
+      if (k in errors || Object.keys(errors).length < 12) errors[k] = (errors[k] ?? 0) + 1;
     }
   }
 }
@@ -180,7 +185,7 @@ process.on('message', async (m: ToSidecars) => {
   } else if (m.op === 'drops') {
     const drops = sims.flatMap((s) => (s.drop && s.drop.at >= m.since ? [{ id: s.id, ...s.drop }] : []));
     const open = sims.filter((s) => s.ws?.readyState === WebSocket.OPEN).length;
-    send({ op: 'drops', drops, open, commands: stats.commands });
+    send({ op: 'drops', drops, open, commands: stats.commands, errors });
   }
 });
 process.on('disconnect', () => process.exit(0));
