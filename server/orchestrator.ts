@@ -97,6 +97,7 @@ export function createOrchestrator(
   }
   const processes = new ProcessStreams(dispatcher, log);
   hub.on('output', (o) => processes.output(o) || relay?.output(o));
+  if (relay && cluster) hub.on('hello', (h) => relay.moved(h.hostId, cluster.id));
   hub.on('gone', (g) => processes.gone(g));
   relay?.on('output', (o) => processes.output(o));
   cluster?.on('down', (g) => processes.gone(g));

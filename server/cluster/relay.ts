@@ -73,6 +73,7 @@ export class CommandRelay extends Emitter<RelayEvents> implements RemoteHosts {
     this.#cluster = cluster;
     this.#hub = hub;
     cluster.on('message', ({ from, m }) => this.#message(from, m));
+    cluster.on('up', ({ hostId, replica }) => this.moved(hostId, replica));
     cluster.on('resync', () => this.#poll(0));
     cluster.replica.onTick(async (t) => {
       for (const d of t.dead)
@@ -95,6 +96,38 @@ export class CommandRelay extends Emitter<RelayEvents> implements RemoteHosts {
         this.#cluster.send(holder, { k: 'cmd', id: p.id, h: p.hostId });
       },
       (err) => p.reject(err as Error),
+    );
+  }
+
+  /**
+   * Origin: the host said hello on `replica` (another, or this one), so the stream its commands
+   * were sent to is gone. One the old holder wrote to that stream fails now as host_gone (a clear
+   * 502), not when the old holder's lease lapses, which would hold the environment's next command
+   * behind it that long; one nobody took yet goes where the host is now.
+   */
+  moved(hostId: string, replica: string): void {
+    const stale = [...this.#waiting.values()].filter((w) => w.hostId === hostId && w.holder !== replica);
+    if (stale.length === 0) return;
+    commandOutcomes(
+      this.#db,
+      stale.map((w) => w.id),
+    ).then(
+      (rows) => {
+        for (const o of rows) {
+          const w = this.#waiting.get(o.id);
+          if (!w || w.holder === replica) continue;
+          if (o.finished) this.#settleFrom(o);
+          else if (o.holder === '') void this.#missed(w.holder, w.id).catch((err) => w.reject(err as Error));
+          else {
+            this.#waiting.delete(w.id);
+            const why = `${w.kind}: host ${hostId}'s stream moved to another control-plane replica while this command ran there`;
+            w.reject(new CommandError('host_gone', why, w.id));
+          }
+        }
+      },
+      () => {
+        // The heartbeat's poll settles them (or the holder's lease does).
+      },
     );
   }
 

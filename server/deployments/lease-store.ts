@@ -100,20 +100,22 @@ export async function adoptDeployment(
 /**
  * The commands an adopted deployment's previous owner left waiting for a result, on the
  * deployment's environments, fail: that replica can never take their result, and a late one is
- * then handled like any result given up on (late-results.ts).
+ * then handled like any result given up on (late-results.ts). Only that replica's (`origin`): an
+ * exec a live replica sent to the same environment is still waited for.
  */
 export async function failOrphanCommands(
   q: Queryable,
+  origin: string,
   envIds: readonly string[],
   before: string,
   reason: string,
 ): Promise<number> {
   const ids = envIds.filter(Boolean);
-  if (ids.length === 0) return 0;
+  if (ids.length === 0 || !origin) return 0;
   const r = await q.run(
     `UPDATE commands SET status = 'failed', error = ?, finished_at = ?
-      WHERE finished_at IS NULL AND created_at <= ? AND env_id IN (${ids.map(() => '?').join(', ')})`,
-    [reason, now(), before, ...ids],
+      WHERE finished_at IS NULL AND origin = ? AND created_at <= ? AND env_id IN (${ids.map(() => '?').join(', ')})`,
+    [reason, now(), origin, before, ...ids],
   );
   return r.changes;
 }

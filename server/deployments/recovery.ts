@@ -56,7 +56,7 @@ export async function takeUp(
   if (how === 'adopted') {
     log.warn({ deployment: r.id, from: r.owner, replica: owners.replica }, 'adopted a deployment');
     const reason = 'the control-plane replica waiting for this result stopped';
-    await failOrphanCommands(db, [r.env_id, r.target_env_id], at, reason);
+    await failOrphanCommands(db, r.owner, [r.env_id, r.target_env_id], at, reason);
   }
   return true;
 }

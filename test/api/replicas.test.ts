@@ -235,6 +235,40 @@ describe('replicas on one Postgres', { skip: tier('postgres') }, () => {
     assert.equal(later.status, 502);
     await alive.assertAliveAfter(b.url, TIMING.leaseMs * 2);
   });
+
+  test('a command in flight when its host reconnects to another replica is a 502 at once, not after a lease', async () => {
+    const onA = new FakeSidecar(a.url);
+    onA.hostId = sc.hostId;
+    onA.secret = sc.secret;
+    await onA.connect();
+    await waitFor(
+      async () => (await b.server.ctx.cluster.holderOf(sc.hostId)) === idOf(a),
+      10_000,
+      'B to hear the host is on A',
+    );
+    onA.answer = false;
+    const exec = b.req('POST', `/v1/envs/${alpha}/exec`, {
+      body: { service: 'app', cmd: ['hang'], timeout_sec: 3600 },
+    });
+    await onA.nextCommand('env.exec');
+    // The host's stream on A is still open (A lives, its lease holds): only the new hello on B
+    // tells B that the command's stream is gone.
+    const onB = new FakeSidecar(b.url);
+    onB.hostId = sc.hostId;
+    onB.secret = sc.secret;
+    try {
+      await onB.connect();
+      const r = await exec;
+      assert.equal(r.status, 502, JSON.stringify(r.body));
+      assert.match(r.body.error, /moved to another control-plane replica/);
+      const next = await b.req('POST', `/v1/envs/${alpha}/exec`, { body: { service: 'app', cmd: ['x'] } });
+      assert.equal(next.status, 200, JSON.stringify(next.body));
+      assert.equal(onB.commands('env.exec').length, 1, 'the next exec reached the host on B');
+    } finally {
+      await onA.close();
+      await onB.close();
+    }
+  });
 });
 
 describe('SQLite holds one replica', () => {
