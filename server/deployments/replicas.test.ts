@@ -117,7 +117,9 @@ describe('deployments across replicas on one Postgres', { skip: tier('postgres')
   };
 
   const engineOn = (db: Db, i: number) => {
-    const dispatcher = new Dispatcher(db);
+    const replica = `rep_${'ab'[i]}`;
+    // As main.ts wires them: the dispatcher records the engine's replica as each command's origin.
+    const dispatcher = new Dispatcher(db, undefined, undefined, undefined, undefined, { replica });
     written[i] = [];
     // The host's stream is on this replica; it takes commands and answers none by itself.
     dispatcher.connected({
@@ -144,7 +146,7 @@ describe('deployments across replicas on one Postgres', { skip: tier('postgres')
       sidecarUrl: 'http://127.0.0.1:1/svcd',
       joinWaitMs: 0,
     };
-    const e = new DeploymentEngine(deps, [kind], { replica: `rep_${'ab'[i]}`, leaseMs: LEASE_MS });
+    const e = new DeploymentEngine(deps, [kind], { replica, leaseMs: LEASE_MS });
     e.owners.claimPollMs = 50;
     return e;
   };
