@@ -4,6 +4,7 @@
 // fork deployment (the engine's one-deployment-per-environment rule and the failure rule stay as
 // they are: a fork that fails removes only itself), all submitted at once so they run
 // concurrently; the host bounds how many stack operations it runs at a time (sidecar/pool.ts).
+import type { ForkRequestBody } from '../../protocol/api/bodies.ts';
 import { newId, PREFIX } from '../../protocol/ids.ts';
 import type { Db } from '../db/types.ts';
 import type { DeploymentEngine } from '../deployments/engine.ts';
@@ -121,7 +122,7 @@ export async function forkEnvMany(
   engine: DeploymentEngine,
   caller: Caller,
   envId: string,
-  body: { name?: string; version?: string; count: number },
+  body: Omit<ForkRequestBody, 'count'> & { count: number },
 ): Promise<FanOut> {
   checkCount(body.count);
   const env = await envOf(db, caller, envId);

@@ -1,7 +1,9 @@
 // Exec and file transfer: direct commands to an environment's host, recorded in the commands
 // table like every other command. A host that cannot run them is a 502 carrying its reason (a
 // 504 when it did not answer in time: the command's failure type chooses, server/errors.ts).
+
 import tar from 'tar-stream';
+import type { ExecRequestBody } from '../../protocol/api/bodies.ts';
 import { DEFAULT_EXEC_TIMEOUT_SEC, MAX_ARCHIVE_BYTES } from '../../protocol/commands.ts';
 import {
   expandedSize,
@@ -19,7 +21,7 @@ import { assertLive } from './lifecycle.ts';
 import { getEnvHot, getVersion } from './store.ts';
 
 export const EXEC_GRACE_SEC = 10;
-export const MAX_EXEC_TIMEOUT_SEC = 24 * 3600;
+export { MAX_EXEC_TIMEOUT_SEC } from '../../protocol/api/bodies.ts';
 /** How many versions' service names the context keeps before it drops them all. */
 export const VERSION_SERVICES_MAX = 10_000;
 
@@ -52,12 +54,7 @@ export async function targetFor(ctx: AppContext, caller: Caller, envId: string, 
   }
 }
 
-export async function exec(
-  ctx: AppContext,
-  caller: Caller,
-  envId: string,
-  body: { service: string; cmd: string[]; timeout_sec?: number },
-) {
+export async function exec(ctx: AppContext, caller: Caller, envId: string, body: ExecRequestBody) {
   const timeout = body.timeout_sec ?? DEFAULT_EXEC_TIMEOUT_SEC;
   const { env, target } = await targetFor(ctx, caller, envId, body.service);
   // A failed command is a CommandError, whose HTTP status follows its type (server/errors.ts).

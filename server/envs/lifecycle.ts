@@ -1,6 +1,7 @@
 // Environment operations that start deployments: deploy, fork, snapshot, rollback, verify and
 // destroy. Each checks what the spec requires of the request, records what the 202 response must
 // already show (a fork's new environment, a snapshot's version), and submits to the engine.
+import type { DeployRequestBody, ForkRequestBody } from '../../protocol/api/bodies.ts';
 import type { EnvSpec } from '../../protocol/spec.ts';
 import { ComposeError, parseCompose } from '../compose/index.ts';
 import type { Db } from '../db/types.ts';
@@ -116,7 +117,7 @@ export async function deploy(
   engine: DeploymentEngine,
   caller: Caller,
   projectRef: string,
-  body: { env?: string; compose: string; warm?: string[]; context?: string; compose_path?: string },
+  body: DeployRequestBody,
   uploadsDir = '',
 ): Promise<Started> {
   const project = await projectOf(db, caller, projectRef);
@@ -202,7 +203,7 @@ export async function fork(
   engine: DeploymentEngine,
   caller: Caller,
   envId: string,
-  body: { name?: string; version?: string },
+  body: Omit<ForkRequestBody, 'count'>,
 ): Promise<Started> {
   const env = await envOf(db, caller, envId);
   assertLive(env);

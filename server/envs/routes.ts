@@ -2,20 +2,19 @@
 // and files. Each parses, calls one domain function and returns.
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import { ForkCount } from '../../protocol/api.ts';
+import { DeployBody, ExecBody, ForkBody, RollbackBody, VerifyBody } from '../../protocol/api/bodies.ts';
 import { MAX_ARCHIVE_BYTES } from '../../protocol/commands.ts';
 import type { AppContext } from '../context.ts';
 import { BadRequest } from '../errors.ts';
 import type { App } from '../http/app.ts';
-import { Body, emptyBodyIsObject, SECURED } from '../http/schema.ts';
+import { emptyBodyIsObject, SECURED } from '../http/schema.ts';
 import { forkEnvMany } from './fan-out.ts';
-import { exec, getFiles, MAX_EXEC_TIMEOUT_SEC, putFiles } from './io.ts';
+import { exec, getFiles, putFiles } from './io.ts';
 import * as life from './lifecycle.ts';
 
 const tags = ['environments'];
 const EnvParams = Type.Object({ env: Type.String({ minLength: 1, maxLength: 100 }) });
 const ProjectParams = Type.Object({ project: Type.String({ minLength: 1, maxLength: 200 }) });
-const Argv = Type.Array(Type.String({ maxLength: 65536 }), { minItems: 1, maxItems: 4096 });
 const FilesQuery = Type.Object({
   service: Type.String({ minLength: 1, maxLength: 200 }),
   path: Type.String({ minLength: 1, maxLength: 4096 }),
@@ -32,21 +31,7 @@ export function envRoutes(app: App, ctx: AppContext): void {
         summary: 'Deploy a compose file to an environment of the project (alpha unless named)',
         security: SECURED,
         params: ProjectParams,
-        body: Body({
-          env: Type.Optional(Type.String({ minLength: 1, maxLength: 63 })),
-          compose: Type.String({ minLength: 1 }),
-          warm: Type.Optional(Type.Array(Type.String({ maxLength: 65536 }), { maxItems: 4096 })),
-          context: Type.Optional(
-            Type.String({ maxLength: 100, description: 'An upload id (upl_…) from PUT /v1/uploads' }),
-          ),
-          compose_path: Type.Optional(
-            Type.String({
-              maxLength: 4096,
-              description:
-                "Where the compose file sits inside the context (e.g. docker/compose.yaml); its relative paths start at that file's directory. Only with context.",
-            }),
-          ),
-        }),
+        body: DeployBody,
       },
     },
     async (req, reply) =>
@@ -63,17 +48,7 @@ export function envRoutes(app: App, ctx: AppContext): void {
         summary: 'Fork the environment (its current or a named version) into a new one',
         security: SECURED,
         params: EnvParams,
-        body: Body({
-          name: Type.Optional(
-            Type.String({
-              minLength: 1,
-              maxLength: 63,
-              description: 'Name of the new environment; with count, the forks are <name>-1 … <name>-<count>',
-            }),
-          ),
-          version: Type.Optional(Type.String({ maxLength: 128 })),
-          count: Type.Optional(ForkCount),
-        }),
+        body: ForkBody,
       },
       // Spec: the body is optional; no body at all (no content-type either) means `{}`.
       preValidation: emptyBodyIsObject,
@@ -111,7 +86,7 @@ export function envRoutes(app: App, ctx: AppContext): void {
         summary: 'Roll the environment back to one of its versions',
         security: SECURED,
         params: EnvParams,
-        body: Body({ version: Type.String({ minLength: 1, maxLength: 128 }) }),
+        body: RollbackBody,
       },
     },
     async (req, reply) =>
@@ -126,16 +101,7 @@ export function envRoutes(app: App, ctx: AppContext): void {
         summary: 'Grade the environment: collect the submission, run the verifier, record the reward',
         security: SECURED,
         params: EnvParams,
-        body: Body({
-          resume: Type.Optional(Type.Boolean()),
-          step: Type.Optional(
-            Type.String({
-              minLength: 1,
-              maxLength: 63,
-              description: 'A step of a multi-step task (x-svc.verifier.steps) to grade',
-            }),
-          ),
-        }),
+        body: VerifyBody,
       },
       preValidation: emptyBodyIsObject,
     },
@@ -164,11 +130,7 @@ export function envRoutes(app: App, ctx: AppContext): void {
         summary: 'Run a command in a service of the environment',
         security: SECURED,
         params: EnvParams,
-        body: Body({
-          service: Type.String({ minLength: 1, maxLength: 200 }),
-          cmd: Argv,
-          timeout_sec: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_EXEC_TIMEOUT_SEC })),
-        }),
+        body: ExecBody,
       },
     },
     async (req) => exec(ctx, req.caller, req.params.env, req.body),
