@@ -6,7 +6,10 @@
 // are healthy against the single fork's p50, checking that a write in one fork is in no other fork
 // and not in the source.
 //
-//   node bench/fork/template.ts [--runs 5] [--xfs] [--count 32]
+// --runtime gvisor runs the stack under gVisor (x-svc.runtime; the bare baseline with `runtime:
+// runsc`), for the runc-against-gVisor comparison.
+//
+//   node bench/fork/template.ts [--runs 5] [--xfs] [--count 32] [--runtime runc|gvisor]
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
@@ -23,8 +26,11 @@ const { values } = parseArgs({
     runs: { type: 'string', default: '5' },
     xfs: { type: 'boolean', default: false },
     count: { type: 'string', default: '0' },
+    runtime: { type: 'string', default: 'runc' },
   },
 });
+if (values.runtime !== 'runc' && values.runtime !== 'gvisor') throw new Error('--runtime: runc or gvisor');
+const GVISOR = values.runtime === 'gvisor';
 // --xfs: the sidecar keeps its datasets on its own XFS image (the --dev default).
 if (values.xfs) process.env.SVC_XFS_LOOP = 'auto';
 const RUNS = Math.max(1, Number(values.runs));
@@ -47,7 +53,16 @@ function bareCompose(text: string): string {
   for (const s of Object.values(doc.services as Record<string, any>)) {
     delete s.depends_on;
     delete s.healthcheck;
+    if (GVISOR) s.runtime = 'runsc';
   }
+  return stringify(doc);
+}
+
+/** The template's compose, under gVisor when --runtime gvisor asks. */
+function underRuntime(text: string): string {
+  if (!GVISOR) return text;
+  const doc = parse(text) as Record<string, any>;
+  doc['x-svc'] = { ...(doc['x-svc'] ?? {}), runtime: 'gvisor' };
   return stringify(doc);
 }
 
@@ -120,8 +135,11 @@ try {
   const t0 = Date.now();
   const d = await finished(
     r.t,
-    (await r.t.req('POST', '/v1/projects/tpl/deploy', { body: { compose: tpl.compose, warm: tpl.warm } }))
-      .body.deployment.ID,
+    (
+      await r.t.req('POST', '/v1/projects/tpl/deploy', {
+        body: { compose: underRuntime(tpl.compose), warm: tpl.warm },
+      })
+    ).body.deployment.ID,
   );
   if (d.deployment.Status !== 'succeeded') throw new Error(`deploy: ${d.deployment.Error}\n${r.log()}`);
   console.error(`deploy: ${Date.now() - t0} ms`);
