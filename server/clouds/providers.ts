@@ -1,8 +1,10 @@
 // Cloud providers (spec "Clouds, hosts and targets"): which config each accepts, the defaults it
 // fills in, how secrets are masked in answers, and the static capability row of hosted providers.
+
+import { PROVIDERS } from '../../protocol/api/bodies.ts';
 import { BadRequest } from '../errors.ts';
 
-export const PROVIDERS = ['manual', 'cloudvm', 'sandbox-a', 'sandbox-b'] as const;
+export { PROVIDERS };
 export type Provider = (typeof PROVIDERS)[number];
 export const SANDBOX_PROVIDERS: readonly Provider[] = ['sandbox-a', 'sandbox-b'];
 

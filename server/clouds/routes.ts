@@ -1,10 +1,10 @@
 // GET/POST /v1/clouds.
-import { Type } from '@sinclair/typebox';
+
+import { CloudCreateBody } from '../../protocol/api/bodies.ts';
 import type { AppContext } from '../context.ts';
 import type { App } from '../http/app.ts';
-import { Body, SECURED, StringEnum } from '../http/schema.ts';
+import { SECURED } from '../http/schema.ts';
 import { cloudsOf, connectCloud } from './clouds.ts';
-import { PROVIDERS } from './providers.ts';
 
 const tags = ['clouds, hosts and targets'];
 
@@ -22,16 +22,7 @@ export function cloudRoutes(app: App, ctx: AppContext): void {
         tags,
         summary: 'Connect a cloud (provider credential and configuration)',
         security: SECURED,
-        body: Body({
-          provider: StringEnum(PROVIDERS),
-          name: Type.Optional(Type.String({ maxLength: 63, description: 'Default: the provider' })),
-          config: Type.Optional(
-            Type.Record(Type.String(), Type.Unknown(), {
-              description:
-                'manual: none. cloudvm: token (required), server_type (cpx31), location (nbg1), image (ubuntu-24.04). sandbox-a: token, api_url, envd_url. sandbox-b: token, api_url. cloudvm also takes api_url.',
-            }),
-          ),
-        }),
+        body: CloudCreateBody,
       },
     },
     async (req, reply) => {

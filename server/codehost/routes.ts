@@ -1,12 +1,14 @@
 // The code-hosting routes (spec "Code-hosting integration", "Sign-in"): routes parse, call one
 // domain function and answer. Sign-in (/auth/codehost/*), the webhook and deploy-from-source answer
 // 503 while their credentials are unset; `/v1/codehost/*` report `configured: false` instead.
+
 import { Type } from '@sinclair/typebox';
+import { DeployFromSourceBody } from '../../protocol/api/bodies.ts';
 import type { AppContext } from '../context.ts';
 import { BadRequest } from '../errors.ts';
 import type { App } from '../http/app.ts';
 import { WEBHOOK_PATH } from '../http/rate-limits.ts';
-import { Body, emptyBodyIsObject, SECURED } from '../http/schema.ts';
+import { emptyBodyIsObject, SECURED } from '../http/schema.ts';
 import { installationsView, linkInstallation, reposView } from './codehost.ts';
 import { GitHub } from './github.ts';
 import { finishSignIn, startUrl } from './oauth.ts';
@@ -149,10 +151,7 @@ export function codehostRoutes(app: App, ctx: AppContext): void {
         summary: "Deploy the project's repository at a branch",
         security: SECURED,
         params: Type.Object({ project: Type.String({ minLength: 1, maxLength: 128 }) }),
-        body: Body({
-          branch: Type.Optional(Type.String({ maxLength: 255 })),
-          env: Type.Optional(Type.String({ maxLength: 63 })),
-        }),
+        body: DeployFromSourceBody,
       },
       preValidation: emptyBodyIsObject,
     },

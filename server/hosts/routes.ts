@@ -1,9 +1,10 @@
 // POST /v1/join-tokens, GET /v1/hosts, GET /v1/targets. The host stream (/v1/hosts/stream) is
 // the hub's (server/hosts/hub*.ts).
-import { Type } from '@sinclair/typebox';
+
+import { JoinTokenBody } from '../../protocol/api/bodies.ts';
 import type { AppContext } from '../context.ts';
 import type { App } from '../http/app.ts';
-import { Body, emptyBodyIsObject, SECURED } from '../http/schema.ts';
+import { emptyBodyIsObject, SECURED } from '../http/schema.ts';
 import { createJoinToken } from './join-tokens.ts';
 import { hostsOf, targetsOf } from './targets.ts';
 
@@ -20,11 +21,7 @@ export function hostRoutes(app: App, ctx: AppContext): void {
         tags,
         summary: 'Mint a one-hour, single-use token for a new sidecar host, with its install line',
         security: SECURED,
-        body: Body({
-          cloud_id: Type.Optional(
-            Type.String({ maxLength: 128, description: 'A manual or cloudvm cloud of the team' }),
-          ),
-        }),
+        body: JoinTokenBody,
       },
     },
     async (req, reply) => {

@@ -1,15 +1,17 @@
 // Sign-in, teams and keys: POST /auth/dev-login, GET /v1/me, GET/POST /v1/teams,
 // GET/POST /v1/keys, DELETE /v1/keys/{id}.
+
 import { Type } from '@sinclair/typebox';
+import { DevLoginBody, KeyCreateBody, TeamCreateBody } from '../../protocol/api/bodies.ts';
 import type { AppContext } from '../context.ts';
 import { NotFound } from '../errors.ts';
 import type { App } from '../http/app.ts';
 import { SMALL_BODY_BYTES } from '../http/limits.ts';
-import { Body, emptyBodyIsObject, IdParam, SECURED } from '../http/schema.ts';
+import { emptyBodyIsObject, IdParam, SECURED } from '../http/schema.ts';
 import { listKeys, mintKey, newTeam, revokeKey, teamsOf, whoAmI } from './accounts.ts';
 import { signIn } from './user-store.ts';
 
-const Name = (description: string) => Type.String({ minLength: 1, maxLength: 100, description });
+const _Name = (description: string) => Type.String({ minLength: 1, maxLength: 100, description });
 
 export function identityRoutes(app: App, ctx: AppContext): void {
   app.post(
@@ -24,10 +26,7 @@ export function identityRoutes(app: App, ctx: AppContext): void {
       schema: {
         tags: ['sign-in'],
         summary: 'Local sign-in without a code host (SVC_DEV_LOGIN=1 only)',
-        body: Body({
-          email: Type.String({ format: 'email', maxLength: 254 }),
-          name: Type.Optional(Type.String({ maxLength: 100 })),
-        }),
+        body: DevLoginBody,
       },
     },
     async (req) => {
@@ -57,7 +56,7 @@ export function identityRoutes(app: App, ctx: AppContext): void {
         tags,
         summary: 'Create a team owned by the signed-in user',
         security: SECURED,
-        body: Body({ name: Name('Team name') }),
+        body: TeamCreateBody,
       },
     },
     async (req, reply) => {
@@ -80,7 +79,7 @@ export function identityRoutes(app: App, ctx: AppContext): void {
         tags,
         summary: 'Mint a team API key; the key is shown once',
         security: SECURED,
-        body: Body({ name: Type.Optional(Type.String({ maxLength: 100, description: 'Default key' })) }),
+        body: KeyCreateBody,
       },
     },
     async (req, reply) => {

@@ -12,6 +12,13 @@
 // - With several control-plane replicas, one refills at a time: the replica holding the lease
 //   `pool.refill` (cluster/leases.ts), renewed as it refills; another takes over once it lapses.
 //   Claims, sizes and statuses are rows, so any replica answers them.
+
+/**
+ * A pool's largest size: 500 paused busybox members fit one host (docs/benchmarks.md, "Warm pool
+ * at scale"); each member holds an environment's network and subnet, so the host's subnet range
+ * (2,048 by default) bounds all pools together.
+ */
+import { MAX_POOL_SIZE } from '../../protocol/api/bodies.ts';
 import { nameSuffix } from '../../protocol/ids.ts';
 import { retryFailures } from '../../shared/concurrency.ts';
 import { guard } from '../../shared/faults.ts';
@@ -25,12 +32,7 @@ import type { Caller } from '../identity/auth.ts';
 import { type PoolState, poolState } from '../metrics/channels.ts';
 import * as store from './store.ts';
 
-/**
- * A pool's largest size: 500 paused busybox members fit one host (docs/benchmarks.md, "Warm pool
- * at scale"); each member holds an environment's network and subnet, so the host's subnet range
- * (2,048 by default) bounds all pools together.
- */
-export const MAX_POOL_SIZE = 500;
+export { MAX_POOL_SIZE };
 export const REFILL_EVERY_MS = 1000;
 /** The refill lease: a replica that stops renewing it (it died) is replaced after this long. */
 export const REFILL_LEASE_MS = 15_000;

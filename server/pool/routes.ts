@@ -1,22 +1,18 @@
 // Warm pool routes: POST/GET/DELETE /v1/versions/{ver}/pool. The pool service is the
 // context's; it is started here and stopped with the app.
 import { Type } from '@sinclair/typebox';
+import { PoolSizeBody } from '../../protocol/api/bodies.ts';
 import type { AppContext } from '../context.ts';
 import type { App } from '../http/app.ts';
-import { MAX_POOL_SIZE } from './pool.ts';
 
 const Params = Type.Object({ ver: Type.String({ minLength: 1, maxLength: 64 }) });
-const Body = Type.Object(
-  { size: Type.Integer({ minimum: 0, maximum: MAX_POOL_SIZE }) },
-  { additionalProperties: false },
-);
 
 export function poolRoutes(app: App, ctx: AppContext): void {
   const { pool } = ctx;
   pool.onError = (err) => app.log.warn({ err: err.message }, 'warm pool refill failed; retrying');
   app.addHook('onReady', async () => pool.start());
   app.addHook('onClose', async () => pool.stop());
-  app.post('/v1/versions/:ver/pool', { schema: { params: Params, body: Body } }, async (req) => ({
+  app.post('/v1/versions/:ver/pool', { schema: { params: Params, body: PoolSizeBody } }, async (req) => ({
     pool: await pool.set(req.caller, req.params.ver, req.body.size),
   }));
   app.get('/v1/versions/:ver/pool', { schema: { params: Params } }, async (req) => ({

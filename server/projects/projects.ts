@@ -19,7 +19,10 @@ import { findProject, insertProject, type Project, type ProjectKind } from './st
 /** Lower case, digits and `-_.`, starting with a letter or digit, at most 63 characters. */
 export const PROJECT_NAME_RE = /^[a-z0-9][a-z0-9._-]{0,62}$/;
 export const ALPHA = 'alpha';
-export const MAX_SOURCE_CHARS = 500;
+
+import { MAX_SOURCE_CHARS } from '../../protocol/api/bodies.ts';
+
+export { MAX_SOURCE_CHARS };
 
 export function checkProjectName(name: string): string {
   if (!PROJECT_NAME_RE.test(name)) {

@@ -1,17 +1,13 @@
 // GET /v1/templates, GET/POST /v1/projects, GET /v1/projects/{project}/envs,
 // GET/POST /v1/projects/{project}/source.
+
 import { Type } from '@sinclair/typebox';
+import { ProjectCreateBody, ProjectSourceBody } from '../../protocol/api/bodies.ts';
 import type { AppContext } from '../context.ts';
 import type { App } from '../http/app.ts';
-import { Body, SECURED, StringEnum } from '../http/schema.ts';
-import {
-  createProject,
-  MAX_SOURCE_CHARS,
-  projectEnvs,
-  projectSource,
-  updateProjectSource,
-} from './projects.ts';
-import { listProjects, PROJECT_KINDS } from './store.ts';
+import { SECURED } from '../http/schema.ts';
+import { createProject, projectEnvs, projectSource, updateProjectSource } from './projects.ts';
+import { listProjects } from './store.ts';
 import { listTemplates } from './templates.ts';
 
 const tags = ['projects'];
@@ -50,19 +46,7 @@ export function projectRoutes(app: App, ctx: AppContext): void {
         tags,
         summary: 'Create a project and its alpha environment',
         security: SECURED,
-        body: Body({
-          name: Type.String({
-            maxLength: 63,
-            description: "1-63 of a-z 0-9 '-' '_' '.', starting with a letter or digit",
-          }),
-          kind: Type.Optional(StringEnum(PROJECT_KINDS, { description: 'Default rl-environment' })),
-          source: Type.Optional(
-            Type.String({
-              maxLength: MAX_SOURCE_CHARS,
-              description: 'Free text, conventionally github:<owner>/<repo>',
-            }),
-          ),
-        }),
+        body: ProjectCreateBody,
       },
     },
     async (req, reply) => {
@@ -92,20 +76,7 @@ export function projectRoutes(app: App, ctx: AppContext): void {
         summary: "Change the project's source settings (empty strings and 0 leave a field unchanged)",
         security: SECURED,
         params: ProjectParam,
-        body: Body({
-          default_branch: Type.Optional(Type.String({ maxLength: 255 })),
-          compose_path: Type.Optional(
-            Type.String({ maxLength: 255, description: 'Default docker-compose.yaml' }),
-          ),
-          installation_id: Type.Optional(
-            Type.Integer({ minimum: 0, description: 'An installation linked to the team' }),
-          ),
-          deploy_branches: Type.Optional(
-            Type.Union([Type.Boolean(), Type.Null()], {
-              description: 'Whether branches other than the default deploy to their own environment',
-            }),
-          ),
-        }),
+        body: ProjectSourceBody,
       },
     },
     async (req) => ({

@@ -1,10 +1,11 @@
 // Projects: addressed by name or id everywhere (spec "Conventions" 5), always within a team.
 import type { Static } from '@sinclair/typebox';
+import { PROJECT_KINDS } from '../../protocol/api/bodies.ts';
 import type { Project as ProjectSchema } from '../../protocol/api/records.ts';
 import { newId, PREFIX } from '../../protocol/ids.ts';
 import { now, type Queryable } from '../db/types.ts';
 
-export const PROJECT_KINDS = ['rl-environment', 'agent'] as const;
+export { PROJECT_KINDS };
 export type ProjectKind = (typeof PROJECT_KINDS)[number];
 
 export type Project = Static<typeof ProjectSchema>;
