@@ -72,12 +72,15 @@ const row = (id: string) => ({
 });
 
 async function commandWrites(db: Db): Promise<void> {
-  await timed(`${db.dialect.name}: insert, ack, finish (before issue 15)`, COMMANDS, () =>
-    commands(async (id) => {
-      await insertCommand(db, row(id));
-      await markAcked(db, id);
-      await finishCommand(db, id, { ok: true, result: RESULT });
-    }),
+  await timed(
+    `${db.dialect.name}: insert, ack, finish (before group commit and the deferred ack)`,
+    COMMANDS,
+    () =>
+      commands(async (id) => {
+        await insertCommand(db, row(id));
+        await markAcked(db, id);
+        await finishCommand(db, id, { ok: true, result: RESULT });
+      }),
   );
   // The dispatcher writes the ack on its own only when no result came within ACK_WRITE_AFTER_MS.
   await timed(`${db.dialect.name}: insert, finish with acked_at (today)`, COMMANDS, () =>

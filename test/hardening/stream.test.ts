@@ -95,7 +95,7 @@ forEachDialect('hostile host stream', (dialect) => {
     await alive.assertAliveAfter(s.url, REFUSED_LINGER_MS);
   });
 
-  test('L2/M3: oversized, deep or NUL-bearing capabilities are refused and the token stays usable', {
+  test('oversized, deep or NUL-bearing capabilities are refused and the token stays usable', {
     timeout: 60_000,
   }, async () => {
     const token = await joinToken();
