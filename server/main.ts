@@ -276,6 +276,16 @@ export async function main(argv: string[]): Promise<void> {
     process.stderr.write(`svc-server: ${(err as Error).message}\n`);
     process.exit(1);
   }
+  // Before the line that says it listens: a supervisor may send SIGTERM as soon as it reads it,
+  // and a signal with no handler yet ends the process without shutting down.
+  const stop = async (signal: string) => {
+    server.app.log.info({ signal }, 'shutting down');
+    await dev?.stop();
+    await server.close();
+    process.exit(0);
+  };
+  process.once('SIGINT', () => void stop('SIGINT'));
+  process.once('SIGTERM', () => void stop('SIGTERM'));
   // Before the line that says it listens (stderr on a pipe is written synchronously).
   const warning = devLoginWarning(config);
   if (warning) say(warning);
@@ -295,12 +305,4 @@ export async function main(argv: string[]): Promise<void> {
     process.exit(EXIT_UNSAFE);
   });
 
-  const stop = async (signal: string) => {
-    server.app.log.info({ signal }, 'shutting down');
-    await dev?.stop();
-    await server.close();
-    process.exit(0);
-  };
-  process.once('SIGINT', () => void stop('SIGINT'));
-  process.once('SIGTERM', () => void stop('SIGTERM'));
 }
