@@ -304,5 +304,4 @@ export async function main(argv: string[]): Promise<void> {
     say(`svc-server: exiting: ${reason}`);
     process.exit(EXIT_UNSAFE);
   });
-
 }
