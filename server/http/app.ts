@@ -15,6 +15,7 @@ import { installDrainOnRefusal } from './drain.ts';
 import { DEFAULT_LIMITS, type HttpLimits, mayPoison, nulPath, scanJson } from './limits.ts';
 import { lazyRequestLogger } from './request-logger.ts';
 import { declareResponses } from './responses.ts';
+import { optionalBodies } from './schema.ts';
 import { installValidation } from './validation.ts';
 
 export type App = FastifyInstance<
@@ -128,6 +129,7 @@ export async function createHttpApp(opts: HttpOptions): Promise<App> {
   });
   app.server.maxConnections = limits.maxConnections;
   // Callback hooks here and in the other per-request hooks: no promise per request (the exec hot path).
+  const markOptional = optionalBodies(app);
   app.addHook('onRequest', (req, _reply, done) => {
     done(req.url.includes('%00') ? new BadRequest('the URL contains a NUL character') : undefined);
   });
@@ -148,6 +150,7 @@ export async function createHttpApp(opts: HttpOptions): Promise<App> {
   });
 
   await app.register(swagger, {
+    transformObject: (doc) => markOptional('openapiObject' in doc ? doc.openapiObject : doc.swaggerObject),
     openapi: {
       openapi: '3.1.0',
       info: { title: 'svc control plane', version: opts.version },

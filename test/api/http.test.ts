@@ -237,5 +237,9 @@ forEachDialect('http surface', (dialect) => {
     assert.equal(doc.paths['/v1/envs/{env}'].get.parameters[0].name, 'env');
     assert.ok(doc.paths['/v1/events'].get.parameters.some((p: { name: string }) => p.name === 'subject'));
     assert.equal(doc.components.securitySchemes.bearer.scheme, 'bearer');
+    // Routes that take no body at all say so; the others still require theirs.
+    assert.equal(doc.paths['/v1/join-tokens'].post.requestBody.required, false);
+    assert.equal(doc.paths['/v1/device/code'].post.requestBody.required, false);
+    assert.equal(doc.paths['/v1/projects'].post.requestBody.required, true);
   });
 });

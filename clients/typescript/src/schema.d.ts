@@ -483,7 +483,7 @@ export interface paths {
   "/v1/device/code": {
     /** Start a CLI login */
     post: {
-      requestBody: {
+      requestBody?: {
         content: {
           "application/json": Record<string, never>;
         };
@@ -838,7 +838,7 @@ export interface paths {
           env: string;
         };
       };
-      requestBody: {
+      requestBody?: {
         content: {
           "application/json": {
             /** @description Fork this many new environments (1-100) from the one snapshot of the version; the answer lists each fork or its own error. Without it the answer is the single-fork one. */
@@ -1732,7 +1732,7 @@ export interface paths {
           env: string;
         };
       };
-      requestBody: {
+      requestBody?: {
         content: {
           "application/json": {
             resume?: boolean;
@@ -1965,7 +1965,7 @@ export interface paths {
   "/v1/join-tokens": {
     /** Mint a one-hour, single-use token for a new sidecar host, with its install line */
     post: {
-      requestBody: {
+      requestBody?: {
         content: {
           "application/json": {
             /** @description A manual or cloudvm cloud of the team */
@@ -2044,7 +2044,7 @@ export interface paths {
     };
     /** Mint a team API key; the key is shown once */
     post: {
-      requestBody: {
+      requestBody?: {
         content: {
           "application/json": {
             /** @description Default key */
@@ -2373,7 +2373,7 @@ export interface paths {
           project: string;
         };
       };
-      requestBody: {
+      requestBody?: {
         content: {
           "application/json": {
             branch?: string;
