@@ -120,6 +120,9 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   const auth = new Authenticator(db);
   // Known once listening: where the other replicas reach this one unless SVC_REPLICA_URL says.
   let listening = '';
+  // Where other replicas reach this one (blob relays, the replicas table): SVC_REPLICA_URL, else
+  // the address it listens on once it does.
+  const ownUrl = () => config.replicaUrl || listening || localUrl(config.host, config.port);
   const events = new EventBus(
     db,
     {},
@@ -138,7 +141,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     drivers: createDrivers(db, secrets),
     provisioners: createProvisioners(secrets),
     events,
-    replicaUrl: () => config.replicaUrl || listening || localUrl(config.host, config.port),
+    replicaUrl: ownUrl,
     cluster,
     ...opts.orchestrator,
   });
@@ -189,7 +192,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   const port = typeof addr === 'object' && addr ? addr.port : config.port;
   const url = localUrl(config.host, port);
   listening = url;
-  await cluster.replica.setUrl(config.replicaUrl || url).catch(() => {});
+  await cluster.replica.setUrl(ownUrl()).catch(() => {});
   const e2b = config.e2b ? await listenE2b(ctx, config.e2b, logger, opts.limits) : null;
   state = 'serving';
   sweeper.start(config.uploadsSweepMs);
