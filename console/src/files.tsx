@@ -4,7 +4,7 @@
 // from a blob: URL), and upload one into the directory shown (PUT /v1/envs/{env}/fs).
 import { useEffect, useId, useState } from 'preact/hooks';
 import { ApiError, api, authHeaders, type FsEntry } from './api.ts';
-import { ErrorNote, Table, When } from './ui.tsx';
+import { ErrorNote, ServicePicker, Table, useService, When } from './ui.tsx';
 
 /** The most of a file the page reads to show it. */
 export const VIEW_LIMIT = 256 * 1024;
@@ -73,7 +73,7 @@ function parent(dir: string): string {
 }
 
 export function FilesPanel({ envId, services }: { envId: string; services: string[] }) {
-  const [service, setService] = useState(services[0] ?? '');
+  const [service, setService] = useService(services);
   const [dir, setDir] = useState('/');
   const [typed, setTyped] = useState('/');
   const [entries, setEntries] = useState<FsEntry[] | null>(null);
@@ -83,10 +83,6 @@ export function FilesPanel({ envId, services }: { envId: string; services: strin
   const [note, setNote] = useState('');
   const [error, setError] = useState('');
   const ids = useId();
-
-  useEffect(() => {
-    if (!service && services[0]) setService(services[0]);
-  }, [services.join(' ')]);
 
   const attempt = async (fn: () => Promise<void>) => {
     setError('');
@@ -177,16 +173,7 @@ export function FilesPanel({ envId, services }: { envId: string; services: strin
           void list(typed.trim() || '/');
         }}
       >
-        <label>
-          Service
-          <select value={service} onChange={(e) => setService(e.currentTarget.value)}>
-            {services.map((s) => (
-              <option key={s} value={s}>
-                {s}
-              </option>
-            ))}
-          </select>
-        </label>
+        <ServicePicker services={services} service={service} onPick={setService} />
         <label>
           Directory
           <input value={typed} maxLength={4096} onInput={(e) => setTyped(e.currentTarget.value)} />

@@ -15,7 +15,7 @@ import { useEffect, useId, useRef, useState } from 'preact/hooks';
 import { api } from './api.ts';
 import { session } from './session.ts';
 import { withStyleNonce } from './style-nonce.ts';
-import { ErrorNote } from './ui.tsx';
+import { ErrorNote, ServicePicker, useService } from './ui.tsx';
 
 type State = 'idle' | 'starting' | 'attached' | 'detached' | 'ended';
 
@@ -69,7 +69,7 @@ function endText(e: { exit_code: number | null; signal?: string; reason?: string
 }
 
 export function TerminalPanel({ envId, services }: { envId: string; services: string[] }) {
-  const [service, setService] = useState(services[0] ?? '');
+  const [service, setService] = useService(services);
   const [command, setCommand] = useState('sh');
   const [state, setState] = useState<State>('idle');
   const [size, setSize] = useState('');
@@ -78,10 +78,6 @@ export function TerminalPanel({ envId, services }: { envId: string; services: st
   const box = useRef<HTMLDivElement>(null);
   const live = useRef<Live | null>(null);
   const ids = useId();
-
-  useEffect(() => {
-    if (!service && services[0]) setService(services[0]);
-  }, [services.join(' ')]);
 
   const stop = () => {
     const l = live.current;
@@ -253,16 +249,7 @@ export function TerminalPanel({ envId, services }: { envId: string; services: st
           void start();
         }}
       >
-        <label>
-          Service
-          <select value={service} onChange={(e) => setService(e.currentTarget.value)}>
-            {services.map((s) => (
-              <option key={s} value={s}>
-                {s}
-              </option>
-            ))}
-          </select>
-        </label>
+        <ServicePicker services={services} service={service} onPick={setService} />
         <label>
           Command
           <input value={command} maxLength={1000} onInput={(e) => setCommand(e.currentTarget.value)} />

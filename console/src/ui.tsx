@@ -186,3 +186,36 @@ export function useAction(): [string, (fn: () => Promise<unknown>) => Promise<vo
   }, []);
   return [error, attempt];
 }
+
+/** The service a panel acts in: the first of the environment's services until the user picks one. */
+export function useService(services: string[]): [string, (s: string) => void] {
+  const [service, setService] = useState(services[0] ?? '');
+  useEffect(() => {
+    if (!service && services[0]) setService(services[0]);
+  }, [services.join(' ')]);
+  return [service, setService];
+}
+
+/** The labelled picker of a service among the environment's. */
+export function ServicePicker({
+  services,
+  service,
+  onPick,
+}: {
+  services: string[];
+  service: string;
+  onPick: (s: string) => void;
+}) {
+  return (
+    <label>
+      Service
+      <select value={service} onChange={(e) => onPick(e.currentTarget.value)}>
+        {services.map((s) => (
+          <option key={s} value={s}>
+            {s}
+          </option>
+        ))}
+      </select>
+    </label>
+  );
+}
