@@ -9,7 +9,7 @@ import { after, before, describe, test } from 'node:test';
 import { frame } from '../../protocol/frames.ts';
 import { encodeOutput } from '../../protocol/processes.ts';
 import { STREAM_TIMING } from '../../server/events/bus.ts';
-import { deploy, joinFake, waitFor } from '../orchestrator/harness.ts';
+import { AGENT_COMPOSE, deploy, finished, joinFake, waitFor } from '../orchestrator/harness.ts';
 import { watchAlive } from '../support/alive.ts';
 import { FakeSidecar } from '../support/fake-sidecar.ts';
 import { startReplica, startTestServer, type TestServer } from '../support/server.ts';
@@ -170,6 +170,41 @@ describe('replicas on one Postgres', { skip: tier('postgres') }, () => {
     assert.equal(await c.server.orchestrator.hosts.waitConnected(other.hostId, 10_000), true);
     await other.close();
     await waitFor(() => !b.server.ctx.hub.isConnected(other.hostId), 10_000, 'B to hear it left');
+  });
+
+  test('a fork and a verify asked of C run on the host on A, each command once', async () => {
+    const p = await b.req('POST', '/v1/projects', { body: { name: 'graded' } });
+    assert.equal(p.status, 201, JSON.stringify(p.body));
+    const agent = p.body.environments[0].ID;
+    const deployed = await deploy({ t: b, sc, project: p.body.project.ID, alpha: agent }, AGENT_COMPOSE);
+    assert.equal(deployed.deployment.Status, 'succeeded', deployed.deployment.Error);
+    const kinds = ['env.fork', 'env.snapshot', 'verify.collect', 'verify.run', 'env.destroy'];
+    const before = Object.fromEntries(kinds.map((k) => [k, sc.commands(k).length]));
+    const fork = await c.req('POST', `/v1/envs/${agent}/fork`, { body: {} });
+    assert.equal(fork.status, 202, JSON.stringify(fork.body));
+    assert.equal((await finished(c, fork.body.deployment.ID)).deployment.Status, 'succeeded');
+    const verify = await c.req('POST', `/v1/envs/${agent}/verify`, { body: {} });
+    assert.equal(verify.status, 202, JSON.stringify(verify.body));
+    const graded = await finished(c, verify.body.deployment.ID);
+    assert.equal(graded.deployment.Status, 'succeeded', graded.deployment.Error);
+    assert.equal(graded.phases.at(-1).Evidence.reward, 1);
+    // fork: one env.fork; verify: a snapshot, collect, a grader fork, its run and its destroy.
+    const sent = Object.fromEntries(kinds.map((k) => [k, sc.commands(k).slice(before[k])]));
+    assert.deepEqual(Object.fromEntries(kinds.map((k) => [k, sent[k].length])), {
+      'env.fork': 2,
+      'env.snapshot': 1,
+      'verify.collect': 1,
+      'verify.run': 1,
+      'env.destroy': 1,
+    });
+    // Every one of them was asked by C and carried out through A, which holds the stream.
+    for (const cmd of kinds.flatMap((k) => sent[k])) {
+      const row = await a.server.ctx.db.get<{ origin: string; holder: string; status: string }>(
+        'SELECT origin, holder, status FROM commands WHERE id = ?',
+        [cmd.command_id as string],
+      );
+      assert.deepEqual(row, { origin: idOf(c), holder: idOf(a), status: 'succeeded' }, String(cmd.kind));
+    }
   });
 
   test('a host that moves to C while its old stream on A lingers stays connected, reached through C', async () => {
