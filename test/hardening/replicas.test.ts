@@ -3,6 +3,10 @@
 //   - SIGKILL the replica running a deployment held at env.create: the other adopts it once its
 //     lease lapses and ends it by the failure rule (the host, reconnected to the survivor, is
 //     asked to clean up), env.create is never sent again, and the survivor is alive afterwards;
+//   - the same at the fault suite's other hold points (env.fork, env.snapshot, env.rollback,
+//     verify.collect, verify.run, env.destroy): the deployment ends by the failure rule on the
+//     survivor, the held command is failed and never sent again, nothing of the environment is
+//     left pending or running;
 //   - a deploy asked of replica B while replica A runs one of the same environment waits for it
 //     and starts only after it has finished.
 // The host's stream is on the replica that sends it commands: commands to a host on another
@@ -12,11 +16,12 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:net';
 import { after, before, describe, test } from 'node:test';
+import type { CommandKind } from '../../protocol/commands.ts';
 import type { Frame } from '../../protocol/frames.ts';
 import { openDb } from '../../server/db/open.ts';
 import type { Db } from '../../server/db/types.ts';
 import { watchAlive } from '../support/alive.ts';
-import { FakeSidecar } from '../support/fake-sidecar.ts';
+import { defaultHandlers, FakeSidecar } from '../support/fake-sidecar.ts';
 import { dbTarget } from '../support/server.ts';
 import { tier } from '../support/tiers.ts';
 import { until } from './faults-stack.ts';
@@ -113,6 +118,23 @@ function holdingCreate(sc: FakeSidecar) {
       storage: 'dir',
       egress: (f.payload as { egress: string }).egress === 'allow' ? 'allowed' : 'denied (verified)',
     };
+  };
+  return release;
+}
+
+/** A host answering every command, holding the first of `kind` until the returned release. */
+function holding(sc: FakeSidecar, kind: CommandKind) {
+  let release!: () => void;
+  const released = new Promise<void>((r) => {
+    release = r;
+  });
+  let first = true;
+  sc.handlers[kind] = async (f: Frame, me: FakeSidecar) => {
+    if (first) {
+      first = false;
+      await released;
+    }
+    return defaultHandlers[kind](f, me);
   };
   return release;
 }
@@ -239,4 +261,61 @@ describe('replicas on one Postgres: deployments', { skip: tier('postgres') }, ()
     a = await new Replica(a.dsn, a.key, a.secrets).start();
     assert.equal((await deployment(a, id)).deployment.Status, 'failed');
   });
+
+  // The fault suite's other hold points, each in a deployment of another kind: whichever phase the
+  // dead replica was waiting on fails by the failure rule on the survivor, and the held command is
+  // never sent again.
+  const AGENT = `services:\n  main:\n    image: busybox:1.36\n    user: "1000:1000"\n    volumes: [work:/work]\nvolumes: {work: {}}
+x-svc.agent.service: main\nx-svc.verifier:\n  image: busybox:1.36\n  command: [sh, -c, "echo 1 > /logs/verifier/reward.txt"]
+  collect: [/work]\n  timeout_sec: 60\n`;
+  const kinds: { kind: CommandKind; ask: (r: Replica, env: string, version: string) => Promise<any> }[] = [
+    { kind: 'env.fork', ask: (r, env) => r.req('POST', `/v1/envs/${env}/fork`, {}) },
+    { kind: 'env.snapshot', ask: (r, env) => r.req('POST', `/v1/envs/${env}/snapshot`) },
+    {
+      kind: 'env.rollback',
+      ask: (r, env, version) => r.req('POST', `/v1/envs/${env}/rollback`, { version }),
+    },
+    { kind: 'verify.collect', ask: (r, env) => r.req('POST', `/v1/envs/${env}/verify`, {}) },
+    { kind: 'verify.run', ask: (r, env) => r.req('POST', `/v1/envs/${env}/verify`, {}) },
+    { kind: 'env.destroy', ask: (r, env) => r.req('DELETE', `/v1/envs/${env}`) },
+  ];
+  for (const { kind, ask } of kinds) {
+    test(`SIGKILL the replica running a deployment held at ${kind}: the survivor ends it; the command is not sent again`, async () => {
+      if (a.child?.exitCode !== null || a.child?.signalCode !== null)
+        a = await new Replica(a.dsn, a.key, a.secrets).start();
+      const { project, release } = await setup(a);
+      release();
+      const d = await a.req('POST', `/v1/projects/${project}/deploy`, { compose: AGENT });
+      assert.equal(d.status, 202, JSON.stringify(d.body));
+      const deployed = await finished(a, d.body.deployment.ID);
+      assert.equal(deployed.deployment.Status, 'succeeded', deployed.deployment.Error);
+      const env = deployed.deployment.EnvID as string;
+      holding(host, kind);
+      const seen = host.commands(kind).length; // a deploy sends env.snapshot too
+      const started = await ask(a, env, deployed.deployment.VersionID);
+      assert.equal(started.status, 202, JSON.stringify(started.body));
+      const id = started.body.deployment.ID;
+      const held = await until(() => host.commands(kind)[seen], `the host to receive ${kind}`, 30_000);
+      await a.stop('SIGKILL');
+      host = await moveHost(host, b.url);
+      const out = await finished(b, id);
+      assert.notEqual(out.deployment.Status, 'succeeded');
+      assert.match(
+        out.deployment.Error,
+        /the control-plane replica running this phase stopped/,
+        JSON.stringify(out),
+      );
+      assert.ok(!host.commands(kind).some((c) => c.command_id === held.command_id), `${kind} was sent again`);
+      const row = await db.get<{ status: string }>('SELECT status FROM commands WHERE id = ?', [
+        held.command_id as string,
+      ]);
+      assert.equal(row?.status, 'failed');
+      // The environment is settled: no deployment of it is left pending or running.
+      const open = await db.get<{ n: number }>(
+        "SELECT COUNT(*) AS n FROM deployments WHERE env_id = ? AND status IN ('pending', 'running')",
+        [env],
+      );
+      assert.equal(Number(open?.n), 0);
+    });
+  }
 });
