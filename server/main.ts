@@ -99,7 +99,8 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   app.log.info({ secrets_key: secrets.source }, 'provider tokens sealed with AES-256-GCM');
   const faults = new Faults({ log: (line) => app.log.error(line), unsafe: serverUnsafe });
   // Before anything is written: a second replica on a database for one is refused here.
-  const cluster = new Cluster(db, app.log, opts.replica);
+  const lease = config.replicaLeaseMs;
+  const cluster = new Cluster(db, app.log, { leaseMs: lease, heartbeatMs: lease / 5, ...opts.replica });
   try {
     await cluster.start();
   } catch (err) {
@@ -120,9 +121,10 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   const auth = new Authenticator(db);
   // Known once listening: where the other replicas reach this one unless SVC_REPLICA_URL says.
   let listening = '';
-  // Where other replicas reach this one (blob relays, the replicas table): SVC_REPLICA_URL, else
-  // the address it listens on once it does.
-  const ownUrl = () => config.replicaUrl || listening || localUrl(config.host, config.port);
+  // Where other replicas reach this one (blob relays, the replicas table): SVC_REPLICA_PEER_URL,
+  // else SVC_REPLICA_URL, else the address it listens on once it does.
+  const ownUrl = () =>
+    config.replicaPeerUrl || config.replicaUrl || listening || localUrl(config.host, config.port);
   const events = new EventBus(
     db,
     {},

@@ -298,3 +298,26 @@ test('a replica: its own URL for transfers and its drain after SIGTERM', () => {
   assert.throws(() => parseConfig(['-db', 'x.db'], { SVC_REPLICA_URL: 'ftp://x' }), /SVC_REPLICA_URL/);
   assert.throws(() => parseConfig(['-db', 'x.db'], { SVC_DRAIN_SECONDS: '-1' }), /SVC_DRAIN_SECONDS/);
 });
+
+test('a replica: where its peers reach it, and its lease', () => {
+  const c = parseConfig(['-db', 'x.db'], {
+    SVC_REPLICA_URL: 'http://ha.example:8081',
+    SVC_REPLICA_PEER_URL: 'http://r1:8080/',
+    SVC_REPLICA_LEASE: '20',
+  });
+  assert.equal(c.replicaUrl, 'http://ha.example:8081');
+  assert.equal(c.replicaPeerUrl, 'http://r1:8080');
+  assert.equal(c.replicaLeaseMs, 20_000);
+  const one = parseConfig(['-db', 'x.db'], {});
+  assert.equal(one.replicaPeerUrl, '');
+  assert.equal(one.replicaLeaseMs, 10_000);
+  assert.throws(
+    () => parseConfig(['-db', 'x.db'], { SVC_REPLICA_PEER_URL: 'r1:8080' }),
+    /SVC_REPLICA_PEER_URL/,
+  );
+  assert.throws(
+    () => parseConfig(['-db', 'x.db'], { SVC_REPLICA_LEASE: '1' }),
+    /SVC_REPLICA_LEASE: must be at least 2/,
+  );
+  assert.throws(() => parseConfig(['-db', 'x.db'], { SVC_REPLICA_LEASE: 'ten' }), /SVC_REPLICA_LEASE/);
+});

@@ -44,6 +44,17 @@ export interface Config {
    */
   replicaUrl: string;
   /**
+   * SVC_REPLICA_PEER_URL: where the other replicas reach this one, when that differs from where
+   * hosts do (e.g. a compose network's service name); '' = SVC_REPLICA_URL. A host's request for a
+   * blob that reaches another replica is relayed here.
+   */
+  replicaPeerUrl: string;
+  /**
+   * SVC_REPLICA_LEASE (seconds, default 10): how long a replica's row, and so its hold on hosts,
+   * lasts unrenewed (its heartbeat renews it every fifth of it); past it the others take over.
+   */
+  replicaLeaseMs: number;
+  /**
    * SVC_DRAIN_SECONDS (default 0): after SIGTERM, how long /ready answers 503 while every request
    * is still served, so a load balancer takes the replica out before it stops listening.
    */
@@ -201,6 +212,13 @@ function deployLease(env: NodeJS.ProcessEnv): number {
   return sec * 1000;
 }
 
+function replicaLease(env: NodeJS.ProcessEnv): number {
+  const sec = seconds(env, 'SVC_REPLICA_LEASE', 10);
+  // Under 2 s a heartbeat (a fifth of it) would race the database's own round trips.
+  if (sec < 2) throw new ConfigError('SVC_REPLICA_LEASE: must be at least 2 seconds');
+  return sec * 1000;
+}
+
 function uploadLimits(env: NodeJS.ProcessEnv): UploadLimits {
   const d = DEFAULT_UPLOAD_LIMITS;
   const checkSec = seconds(env, 'SVC_UPLOADS_CHECK_TIMEOUT', d.checkMs / 1000);
@@ -324,6 +342,8 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
     uploadsSweepMs: seconds(env, 'SVC_UPLOADS_SWEEP_EVERY', 3600) * 1000,
     drainMs: seconds(env, 'SVC_DRAIN_SECONDS', 0) * 1000,
     replicaUrl: env.SVC_REPLICA_URL ? httpUrl('SVC_REPLICA_URL', env.SVC_REPLICA_URL) : '',
+    replicaPeerUrl: env.SVC_REPLICA_PEER_URL ? httpUrl('SVC_REPLICA_PEER_URL', env.SVC_REPLICA_PEER_URL) : '',
+    replicaLeaseMs: replicaLease(env),
     uploads: uploadLimits(env),
     deployLeaseMs: deployLease(env),
     metricsToken: metricsToken(env.SVC_METRICS_TOKEN ?? ''),

@@ -16,13 +16,23 @@ test('three replicas starting together on one fresh Postgres all start, with one
 }, async () => {
   const { target } = await dbTarget('postgres');
   const key = `dak_test${randomBytes(16).toString('hex')}`;
-  const env = { SVC_BOOTSTRAP_KEY: key, SVC_SECRETS_KEY: randomBytes(32).toString('base64') };
+  const env = {
+    SVC_BOOTSTRAP_KEY: key,
+    SVC_SECRETS_KEY: randomBytes(32).toString('base64'),
+    SVC_REPLICA_LEASE: '4',
+  };
   const started = await Promise.allSettled(
-    [0, 1, 2].map(() =>
-      startServer(parseConfig(['-addr', '127.0.0.1:0', '-db', target], env), {
-        logger: false,
-        announce: () => {},
-      }),
+    [0, 1, 2].map((i) =>
+      startServer(
+        parseConfig(['-addr', '127.0.0.1:0', '-db', target], {
+          ...env,
+          SVC_REPLICA_PEER_URL: `http://r${i}:8080`,
+        }),
+        {
+          logger: false,
+          announce: () => {},
+        },
+      ),
     ),
   );
   const servers = started.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
@@ -38,6 +48,15 @@ test('three replicas starting together on one fresh Postgres all start, with one
     }
     const teams = await servers[0].ctx.db.all('SELECT id FROM teams');
     assert.equal(teams.length, 1);
+    // SVC_REPLICA_LEASE sets each replica's lease and heartbeat; the table says where peers reach it.
+    for (const s of servers) {
+      assert.deepEqual({ ...s.ctx.cluster.replica.timing }, { leaseMs: 4000, heartbeatMs: 800 });
+    }
+    const urls = await servers[0].ctx.db.all<{ url: string }>('SELECT url FROM replicas ORDER BY url');
+    assert.deepEqual(
+      urls.map((r) => r.url),
+      ['http://r0:8080', 'http://r1:8080', 'http://r2:8080'],
+    );
   } finally {
     await Promise.all(servers.map((s) => s.close()));
   }
