@@ -131,6 +131,8 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
     cluster.shared ? (teamId, ids) => cluster.broadcast({ k: 'evt', t: teamId, ids }) : undefined,
   );
   cluster.on('events', ({ teamId, ids }) => events.heard(teamId, ids));
+  cluster.on('keyRevoked', ({ keyId }) => auth.forgetKey(keyId));
+  cluster.on('resync', () => auth.forgetAll());
   const orch: Orchestrator = createOrchestrator(db, config, app.log, {
     replica: replicaId,
     consumeJoinToken: async (q, token) => {

@@ -32,7 +32,9 @@ export type Message =
   | { k: 'out'; h: string; f: string; b: string; i: number; n: number }
   | { k: 'up'; h: string; t: string; c: string }
   | { k: 'down'; h: string }
-  | { k: 'evt'; t: string; ids: string[] };
+  | { k: 'evt'; t: string; ids: string[] }
+  /** An API key was revoked: every replica forgets it at once, not when its cache entry ends. */
+  | { k: 'key'; id: string };
 
 export type ClusterEvents = {
   /** A message addressed to this replica (sent by `from`). */
@@ -43,6 +45,8 @@ export type ClusterEvents = {
   down: HostGone;
   /** Events another replica appended (their ids, for the team's live streams). */
   events: { teamId: string; ids: string[] };
+  /** An API key revoked through another replica. */
+  keyRevoked: { keyId: string };
   /** The listening connection came back: notifications in between may be lost. */
   resync: undefined;
 };
@@ -158,6 +162,9 @@ export class Cluster extends Emitter<ClusterEvents> {
         return;
       case 'evt':
         this.emit('events', { teamId: m.t, ids: m.ids });
+        return;
+      case 'key':
+        if (typeof m.id === 'string') this.emit('keyRevoked', { keyId: m.id });
         return;
     }
   }

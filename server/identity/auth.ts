@@ -34,8 +34,9 @@ const TOUCH_EVERY_MS = 60_000;
 
 /**
  * A valid API key is remembered this long (one lookup per key, not per request, on the
- * exec hot path). Revoking through this process forgets it at once; elsewhere (another control
- * plane on the same Postgres, the device flow) it stops working within this bound.
+ * exec hot path). Revoking forgets it at once in this process and, told by a notification, in
+ * the other replicas on the same Postgres (which forget every key when their notifications may
+ * have been lost); a notification lost anyway still ends within this bound.
  * `SVC_AUTH_CACHE_MS=0` turns it off. The cache is keyed by the bearer string itself, so a hit
  * costs no sha256 (~5 µs of a ~240 µs exec); it lives only in this process's memory, which holds
  * the same string in the request's headers anyway, and never reaches the database or a log.
@@ -57,6 +58,11 @@ export class Authenticator {
   /** Forgets a revoked key at once. */
   forgetKey(keyId: string): void {
     for (const [token, e] of this.#keys) if (e.caller.keyId === keyId) this.#keys.delete(token);
+  }
+
+  /** Forgets every remembered key (a revocation elsewhere may have been missed). */
+  forgetAll(): void {
+    this.#keys.clear();
   }
 
   /**

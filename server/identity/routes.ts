@@ -100,7 +100,9 @@ export function identityRoutes(app: App, ctx: AppContext): void {
     },
     async (req) => {
       const out = await revokeKey(ctx.db, req.caller.teamId, req.params.id);
-      ctx.auth.forgetKey(req.params.id); // the key cache must not outlive a revocation here
+      // The key cache must not outlive a revocation, here or on the other replicas.
+      ctx.auth.forgetKey(req.params.id);
+      ctx.cluster.broadcast({ k: 'key', id: req.params.id });
       return out;
     },
   );

@@ -172,6 +172,35 @@ describe('replicas on one Postgres', { skip: tier('postgres') }, () => {
     await waitFor(() => !b.server.ctx.hub.isConnected(other.hostId), 10_000, 'B to hear it left');
   });
 
+  test("a key revoked through A stops working on B at once, not when B's cache entry ends", async () => {
+    const minted = await a.req('POST', '/v1/keys', { body: { name: 'short-lived' } });
+    assert.equal(minted.status, 201, JSON.stringify(minted.body));
+    const key = minted.body.api_key as string;
+    // B has it cached after one use (the cache lasts 2 s: the revocation must not wait for that).
+    assert.equal((await b.req('GET', '/v1/hosts', { token: key })).status, 200);
+    assert.equal((await b.req('GET', '/v1/hosts', { token: key })).status, 200);
+    const told = new Promise<{ keyId: string }>((resolve) => {
+      const off = b.server.ctx.cluster.on('keyRevoked', (k) => {
+        off();
+        resolve(k);
+      });
+    });
+    const revoked = await a.req('DELETE', `/v1/keys/${minted.body.key.ID}`);
+    assert.equal(revoked.status, 200, JSON.stringify(revoked.body));
+    let timer: NodeJS.Timeout | undefined;
+    const never = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error('B was never told of the revocation')), 10_000);
+    });
+    try {
+      assert.equal((await Promise.race([told, never])).keyId, minted.body.key.ID);
+    } finally {
+      clearTimeout(timer);
+    }
+    const after = await b.req('GET', '/v1/hosts', { token: key });
+    assert.equal(after.status, 401);
+    assert.match(after.body.error, /revoked/);
+  });
+
   test('a fork and a verify asked of C run on the host on A, each command once', async () => {
     const p = await b.req('POST', '/v1/projects', { body: { name: 'graded' } });
     assert.equal(p.status, 201, JSON.stringify(p.body));
