@@ -271,6 +271,21 @@ const v16: Migration = {
   ],
 };
 
+// The envd process numbers of E2B sandboxes (envd names processes by uint32 pids, svc by `proc_…`
+// ids), with the tag and config a caller gave: in the database, not one replica's memory, so a
+// process started through one replica is found by pid or tag through any other. Pids are handed
+// out from the sandbox's row (`next_pid`, one UPDATE … RETURNING), never twice in a sandbox.
+const v18: Migration = {
+  version: 18,
+  name: 'E2B sandboxes: envd process numbers shared by replicas',
+  up: () => [
+    'ALTER TABLE e2b_sandboxes ADD COLUMN next_pid INTEGER NOT NULL DEFAULT 1',
+    `CREATE TABLE e2b_processes (sandbox_id TEXT NOT NULL, pid INTEGER NOT NULL, proc TEXT NOT NULL,
+      tag TEXT NOT NULL DEFAULT '', config TEXT NOT NULL, tty INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (sandbox_id, pid))`,
+    'CREATE UNIQUE INDEX e2b_processes_proc ON e2b_processes (sandbox_id, proc)',
+  ],
+};
+
 export const MIGRATIONS: readonly Migration[] = [
   v1,
   v2,
@@ -286,4 +301,5 @@ export const MIGRATIONS: readonly Migration[] = [
   v14,
   v15,
   v16,
+  v18,
 ];

@@ -91,7 +91,7 @@ export function envdRpcHandler(ctx: AppContext, sandboxes: E2bSandboxes, calls: 
     }
     handler(req, res);
   };
-  return { serve, close: files.close, forget: processes.forget };
+  return { serve, close: files.close };
 }
 
 export function envdRoutes(app: App, ctx: AppContext, sandboxes: E2bSandboxes): void {
@@ -102,10 +102,7 @@ export function envdRoutes(app: App, ctx: AppContext, sandboxes: E2bSandboxes): 
   });
   const calls = new OpenCalls();
   const rpc = envdRpcHandler(ctx, sandboxes, calls);
-  sandboxes.onEnd = (id) => {
-    calls.end(id);
-    rpc.forget(id);
-  };
+  sandboxes.onEnd = (id) => calls.end(id);
   app.addHook('onClose', async () => rpc.close());
   // RPC bodies are read by the Connect handler itself, file bodies streamed: neither is parsed here.
   app.register(async (plain) => {

@@ -1,6 +1,7 @@
 // envd's `process.Process` Connect-RPC service over svc's live processes (server/processes), in
 // the sandbox's agent service. envd numbers processes (uint32 pids) where svc names them (`proc_…`):
-// each sandbox's numbers are kept here, with the tags and configs callers gave. Output streams as
+// each sandbox's numbers are in the database (pids.ts), with the tags and configs callers gave, so
+// any replica finds them. Output streams as
 // the host sends it; a call's Connect-Timeout-Ms ends the process when it runs out, as envd does; a
 // stream ends at once when its sandbox does. Background processes outlive the call that started them.
 import type { HandlerContext } from '@connectrpc/connect';
@@ -16,6 +17,7 @@ import {
   startProcess,
 } from '../processes/processes.ts';
 import { FollowerSink } from '../processes/sink.ts';
+import { type Known, ProcessNumbers, type Selector } from './pids.ts';
 import { callSignal, rpcCall, sandboxOf } from './rpc-context.ts';
 import type { E2bSandboxRow } from './store.ts';
 import { resolvePath, sandboxTarget, userOf } from './target.ts';
@@ -24,27 +26,6 @@ import { resolvePath, sandboxTarget, userOf } from './target.ts';
 const KEEPALIVE_SEC = { min: 5, max: 60, default: 50 };
 /** envd's signal numbers. */
 const SIGNALS: Record<number, 'TERM' | 'KILL'> = { 15: 'TERM', 9: 'KILL' };
-
-interface Known {
-  proc: string;
-  tag?: string;
-  config: { cmd: string; args: string[]; envs: Record<string, string>; cwd?: string };
-  tty: boolean;
-}
-
-/** One sandbox's processes by envd pid. */
-class Table {
-  next = 1;
-  readonly byPid = new Map<number, Known>();
-  readonly byProc = new Map<string, number>();
-
-  add(k: Known): number {
-    const pid = this.next++;
-    this.byPid.set(pid, k);
-    this.byProc.set(k.proc, pid);
-    return pid;
-  }
-}
 
 type Event =
   | { case: 'start'; value: { pid: number } }
@@ -117,38 +98,10 @@ function keepaliveMs(c: HandlerContext): number {
   return Math.min(Math.max(sec, KEEPALIVE_SEC.min), KEEPALIVE_SEC.max) * 1000;
 }
 
-type Selector = {
-  selector: { case: 'pid'; value: number } | { case: 'tag'; value: string } | { case: undefined };
-};
-
 /** The service's implementation for one control plane (each sandbox's pid table lives here). */
 export function processService(ctx: AppContext) {
-  const tables = new Map<string, Table>();
-  const tableOf = (row: E2bSandboxRow) => {
-    let t = tables.get(row.id);
-    if (!t) {
-      t = new Table();
-      tables.set(row.id, t);
-    }
-    return t;
-  };
-  const find = (row: E2bSandboxRow, sel: Selector | undefined): { pid: number; k: Known } => {
-    const t = tableOf(row);
-    const s = sel?.selector;
-    const pid =
-      s?.case === 'pid'
-        ? s.value
-        : s?.case === 'tag'
-          ? [...t.byPid].find(([, k]) => k.tag === s.value)?.[0]
-          : undefined;
-    const k = pid === undefined ? undefined : t.byPid.get(pid);
-    if (pid === undefined || !k)
-      throw new ConnectError(
-        `process ${s?.case === 'tag' ? `with tag ${s.value}` : pid} not found`,
-        Code.NotFound,
-      );
-    return { pid, k };
-  };
+  const numbers = new ProcessNumbers(ctx.db);
+  const find = (row: E2bSandboxRow, sel: Selector | undefined) => numbers.find(row.id, sel);
 
   /** Follows `k` as a Connect stream: start, output as it comes, end; keepalives while quiet. */
   async function* follow(
@@ -229,12 +182,12 @@ export function processService(ctx: AppContext) {
         }),
       );
       const k: Known = { proc: started.pid, tag: req.tag, config: p, tty: Boolean(tty) };
-      const pid = tableOf(row).add(k);
+      const pid = await numbers.add(row.id, k);
       yield* follow(c, row, pid, k, true);
     },
     connect: async function* (req: { process?: Selector }, c: HandlerContext) {
       const row = sandboxOf(c);
-      const { pid, k } = find(row, req.process);
+      const { pid, k } = await find(row, req.process);
       yield* follow(c, row, pid, k, false);
     },
     list: async (_req: unknown, c: HandlerContext) => {
@@ -243,19 +196,9 @@ export function processService(ctx: AppContext) {
       const running = (await rpcCall(() => listProcesses(ctx, t.caller, t.envId))).filter(
         (p) => p.status === 'running',
       );
-      const table = tableOf(row);
+      const listed = await numbers.numbered(row.id, running);
       return {
-        processes: running.map((p) => {
-          let pid = table.byProc.get(p.pid);
-          if (pid === undefined)
-            pid = table.add({
-              proc: p.pid,
-              config: { cmd: p.cmd[0], args: p.cmd.slice(1), envs: {} },
-              tty: p.tty,
-            });
-          const k = table.byPid.get(pid) as Known;
-          return { config: k.config, pid, ...(k.tag ? { tag: k.tag } : {}) };
-        }),
+        processes: listed.map(({ pid, k }) => ({ config: k.config, pid, ...(k.tag ? { tag: k.tag } : {}) })),
       };
     },
     sendInput: async (
@@ -295,7 +238,7 @@ export function processService(ctx: AppContext) {
     },
     sendSignal: async (req: { process?: Selector; signal: number }, c: HandlerContext) => {
       const row = sandboxOf(c);
-      const { k } = find(row, req.process);
+      const { k } = await find(row, req.process);
       const name = SIGNALS[req.signal];
       if (!name)
         throw new ConnectError(`signal ${req.signal} is not one of SIGTERM, SIGKILL`, Code.InvalidArgument);
@@ -305,7 +248,7 @@ export function processService(ctx: AppContext) {
     },
     closeStdin: async (req: { process?: Selector }, c: HandlerContext) => {
       const row = sandboxOf(c);
-      const { k } = find(row, req.process);
+      const { k } = await find(row, req.process);
       const t = await rpcCall(() => sandboxTarget(ctx, row));
       await rpcCall(() => inputProcess(ctx, t.caller, t.envId, k.proc, { close: true }));
       return {};
@@ -315,7 +258,7 @@ export function processService(ctx: AppContext) {
       c: HandlerContext,
     ) => {
       const row = sandboxOf(c);
-      const { k } = find(row, req.process);
+      const { k } = await find(row, req.process);
       const size = req.pty?.size;
       if (!size) return {};
       const t = await rpcCall(() => sandboxTarget(ctx, row));
@@ -332,14 +275,12 @@ export function processService(ctx: AppContext) {
     data: { case: 'stdin' | 'pty'; value: Uint8Array } | { case: undefined } | undefined,
   ): Promise<void> {
     const row = sandboxOf(c);
-    const { k } = find(row, sel);
+    const { k } = await find(row, sel);
     if (!data?.case || data.value.length === 0) return;
     const t = await rpcCall(() => sandboxTarget(ctx, row));
     const b64 = Buffer.from(data.value).toString('base64');
     await rpcCall(() => inputProcess(ctx, t.caller, t.envId, k.proc, { data: b64 }));
   }
 
-  /** Forgets a sandbox's pid table once it ends. */
-  const forget = (sandboxId: string) => tables.delete(sandboxId);
-  return { impl, forget };
+  return { impl };
 }

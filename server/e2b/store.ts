@@ -85,9 +85,68 @@ export async function setEndAt(q: Queryable, id: string, endAt: string): Promise
   await q.run('UPDATE e2b_sandboxes SET end_at = ? WHERE id = ?', [endAt, id]);
 }
 
-/** Deletes the row; false when another request deleted it first (one kill wins). */
+/** Deletes the row and its process numbers; false when another request deleted it first (one kill wins). */
 export async function deleteSandbox(q: Queryable, id: string): Promise<boolean> {
-  return (await q.run('DELETE FROM e2b_sandboxes WHERE id = ?', [id])).changes > 0;
+  const gone = (await q.run('DELETE FROM e2b_sandboxes WHERE id = ?', [id])).changes > 0;
+  await q.run('DELETE FROM e2b_processes WHERE sandbox_id = ?', [id]);
+  return gone;
+}
+
+/** A process of a sandbox under its envd pid: svc's id for it, its tag and the config it was started with. */
+export interface E2bProcessRow {
+  pid: number;
+  proc: string;
+  tag: string;
+  config: string;
+  tty: number;
+}
+
+/** The next envd pid of a sandbox (never handed out twice); undefined when the sandbox is gone. */
+export async function nextPid(q: Queryable, sandboxId: string): Promise<number | undefined> {
+  const r = await q.get<{ pid: number }>(
+    'UPDATE e2b_sandboxes SET next_pid = next_pid + 1 WHERE id = ? RETURNING next_pid - 1 AS pid',
+    [sandboxId],
+  );
+  return r ? Number(r.pid) : undefined;
+}
+
+/** Records a process under `pid`; false when the sandbox already has a number for that process. */
+export async function insertProcess(q: Queryable, sandboxId: string, r: E2bProcessRow): Promise<boolean> {
+  const done = await q.run(
+    `INSERT INTO e2b_processes (sandbox_id, pid, proc, tag, config, tty) VALUES (?, ?, ?, ?, ?, ?)
+     ON CONFLICT (sandbox_id, proc) DO NOTHING`,
+    [sandboxId, r.pid, r.proc, r.tag, r.config, r.tty],
+  );
+  return done.changes > 0;
+}
+
+/** A sandbox's process by envd pid, or by tag (the first started with it). */
+export async function findProcess(
+  q: Queryable,
+  sandboxId: string,
+  by: { pid: number } | { tag: string },
+): Promise<E2bProcessRow | undefined> {
+  const r =
+    'pid' in by
+      ? await q.get<E2bProcessRow>('SELECT * FROM e2b_processes WHERE sandbox_id = ? AND pid = ?', [
+          sandboxId,
+          by.pid,
+        ])
+      : await q.get<E2bProcessRow>(
+          "SELECT * FROM e2b_processes WHERE sandbox_id = ? AND tag = ? AND tag <> '' ORDER BY pid LIMIT 1",
+          [sandboxId, by.tag],
+        );
+  return r && { ...r, pid: Number(r.pid), tty: Number(r.tty) };
+}
+
+/** The envd pids a sandbox has for these svc process ids. */
+export async function pidsOf(q: Queryable, sandboxId: string, procs: string[]): Promise<E2bProcessRow[]> {
+  if (!procs.length) return [];
+  const rows = await q.all<E2bProcessRow>(
+    `SELECT * FROM e2b_processes WHERE sandbox_id = ? AND proc IN (${procs.map(() => '?').join(', ')})`,
+    [sandboxId, ...procs],
+  );
+  return rows.map((r) => ({ ...r, pid: Number(r.pid), tty: Number(r.tty) }));
 }
 
 /** Running sandboxes whose time ran out by `at`. */
