@@ -53,6 +53,27 @@ describe('replicas behind HAProxy', { skip }, () => {
     assert.equal(e2b.status, 200, 'the E2B listener is balanced too');
   });
 
+  test("one sandbox's envd calls reach one replica; calls for other sandboxes spread", async () => {
+    const sessions = async () =>
+      new Map([...(await c.servers('replicas_e2b'))].map(([k, v]) => [k, v.sessions]));
+    const call = async (sandbox: string) => {
+      const r = await fetch(`${c.e2bUrl}/health`, {
+        headers: { 'e2b-sandbox-id': sandbox, connection: 'close' },
+      });
+      await r.text();
+      return r.status;
+    };
+    let before = await sessions();
+    for (let i = 0; i < 12; i++) assert.notEqual(await call('sbx_one'), 0);
+    let after = await sessions();
+    const served = [...after].filter(([k, n]) => n > (before.get(k) ?? 0)).map(([k]) => k);
+    assert.equal(served.length, 1, `one sandbox's calls went to ${served.join(', ')}`);
+    before = after;
+    for (let i = 0; i < 30; i++) await call(`sbx_${i}`);
+    after = await sessions();
+    assert.ok([...after].filter(([k, n]) => n > (before.get(k) ?? 0)).length > 1, 'other sandboxes spread');
+  });
+
   test('SIGTERM: the replica drains out of rotation and no request fails', async () => {
     const r1 = c.replicas[0];
     const exited = r1.exited;
