@@ -8,8 +8,10 @@
 //
 // --runtime gvisor runs the stack under gVisor (x-svc.runtime; the bare baseline with `runtime:
 // runsc`), for the runc-against-gVisor comparison.
+// --cpu reports the CPU each single fork and the fan-out cost, by who spent it (bench/fork/cpu.ts):
+// with 2 cores, N forks need at least N × (one fork's CPU) ÷ 2 of wall time whatever runs them.
 //
-//   node bench/fork/template.ts [--runs 5] [--xfs] [--count 32] [--runtime runc|gvisor]
+//   node bench/fork/template.ts [--runs 5] [--xfs] [--count 32] [--runtime runc|gvisor] [--cpu]
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
@@ -20,6 +22,7 @@ import { parse, stringify } from 'yaml';
 import { closeXfsLoop } from '../../sidecar/storage/xfs-loop.ts';
 import { exec, finished, type Real, startReal } from '../../test/e2e/real.ts';
 import { BUSYBOX_IMAGE, ensureTemplateImages } from '../../test/support/images.ts';
+import { cpuMark, cpuSince } from './cpu.ts';
 
 const { values } = parseArgs({
   options: {
@@ -27,6 +30,7 @@ const { values } = parseArgs({
     xfs: { type: 'boolean', default: false },
     count: { type: 'string', default: '0' },
     runtime: { type: 'string', default: 'runc' },
+    cpu: { type: 'boolean', default: false },
   },
 });
 if (values.runtime !== 'runc' && values.runtime !== 'gvisor') throw new Error('--runtime: runc or gvisor');
@@ -97,12 +101,17 @@ let fanOut: { wall: number; healthy: number; slowest: number; independent: boole
  * how many are healthy, and whether a write in the first is absent from the second and the source.
  */
 async function fanOutRun(real: Real, env: string, version: string, count: number) {
+  const mark = values.cpu ? cpuMark(real.sidecar.pid ?? 0) : null;
   const t0 = Date.now();
   const started = await real.t.req('POST', `/v1/envs/${env}/fork`, { body: { version, count, name: 'fan' } });
   if (started.status !== 202) throw new Error(`fan-out: ${JSON.stringify(started.body)}`);
   const forks = started.body.forks.filter((f: any) => f.deployment);
   const done = await Promise.all(forks.map((f: any) => finished(real.t, f.deployment.ID, 1_200_000)));
   const wall = Date.now() - t0;
+  if (mark)
+    console.error(
+      `fan-out CPU (core-ms): ${JSON.stringify(await cpuSince(mark, real.sidecar.pid ?? 0, docker))}`,
+    );
   const ok = done.filter((d) => d.deployment.Status === 'succeeded').map((d) => d.deployment.EnvID);
   let independent = false;
   if (ok.length >= 2) {
@@ -168,6 +177,7 @@ try {
     inFreeze.rawUnpause.push(Math.round(performance.now() - p1));
     version = s.deployment.VersionID;
 
+    const mark = values.cpu ? cpuMark(r.sidecar.pid ?? 0) : null;
     const f0 = Date.now();
     const f = await finished(
       r.t,
@@ -178,6 +188,10 @@ try {
     fork.push(Date.now() - f0);
     forkServer.push(took(f.deployment));
     forkedIn.push(f.phases.find((p: any) => p.Evidence?.forked_in_ms !== undefined)?.Evidence.forked_in_ms);
+    if (mark)
+      console.error(
+        `run ${i} fork CPU (core-ms): ${JSON.stringify(await cpuSince(mark, r.sidecar.pid ?? 0, docker))}`,
+      );
     await finished(r.t, (await r.t.req('DELETE', `/v1/envs/${f.deployment.EnvID}`)).body.deployment.ID);
 
     const project = `svcbenchbare${process.pid}x${i}`;
