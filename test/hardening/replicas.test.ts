@@ -7,10 +7,11 @@
 //     verify.collect, verify.run, env.destroy): the deployment ends by the failure rule on the
 //     survivor, the held command is failed and never sent again, nothing of the environment is
 //     left pending or running;
+//   - with the host's stream on a third replica C: B adopts A's deployment and its verdict reaches
+//     the host through C, once;
 //   - a deploy asked of replica B while replica A runs one of the same environment waits for it
 //     and starts only after it has finished.
-// The host's stream is on the replica that sends it commands: commands to a host on another
-// replica need command routing between replicas, which these tests do not rely on.
+// Except in the last test, the host's stream is on the replica that sends it commands.
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -318,4 +319,36 @@ x-svc.agent.service: main\nx-svc.verifier:\n  image: busybox:1.36\n  command: [s
       assert.equal(Number(open?.n), 0);
     });
   }
+  test("the host on a third replica: A's deployment held at env.create is adopted by B, whose verdict reaches the host through C", async () => {
+    if (a.child?.exitCode !== null || a.child?.signalCode !== null)
+      a = await new Replica(a.dsn, a.key, a.secrets).start();
+    const c = await new Replica(a.dsn, a.key, a.secrets).start();
+    try {
+      const { project } = await setup(c);
+      const started = await a.req('POST', `/v1/projects/${project}/deploy`, { compose: COMPOSE });
+      assert.equal(started.status, 202, JSON.stringify(started.body));
+      const id = started.body.deployment.ID;
+      const create = await sent(host, 'env.create');
+      const before = await db.get<{ origin: string }>('SELECT origin FROM commands WHERE id = ?', [
+        create.command_id as string,
+      ]);
+      assert.notEqual(before?.origin, '', 'env.create was routed to the host on C');
+      await a.stop('SIGKILL');
+      const out = await finished(b, id);
+      assert.equal(out.deployment.Status, 'failed');
+      assert.equal(out.deployment.Error, 'prepare: the control-plane replica running this phase stopped');
+      // The cleanup went from B through C to the host, once; env.create was not sent again.
+      assert.equal(host.commands('env.create').length, 1);
+      const destroys = host.commands('env.destroy');
+      assert.equal(destroys.length, 1);
+      const routed = await db.get<{ status: string; holder: string; origin: string }>(
+        'SELECT status, holder, origin FROM commands WHERE id = ?',
+        [destroys[0].command_id as string],
+      );
+      assert.equal(routed?.status, 'succeeded');
+      assert.notEqual(routed?.holder, routed?.origin, 'the verdict was asked by B and carried out by C');
+    } finally {
+      await c.stop('SIGTERM');
+    }
+  });
 });
