@@ -133,6 +133,11 @@ export class DockerEngine {
     return found;
   }
 
+  /** The container last listed for `service`: a hint, which a use must prove (a ready spare there does). */
+  hinted(service: string): string | undefined {
+    return this.#state.lastSeen.get(`${this.project}/${service}`);
+  }
+
   async container(service: string): Promise<Docker.Container> {
     return this.docker.getContainer((await this.find(service)).id);
   }

@@ -14,6 +14,10 @@
 // - restores the environment a plain exec gets: the shell exports PWD (dash, ash) and SHLVL (ash,
 //   bash) and the script's own variables are visible to it, so each of those names is unset, or
 //   set back to the container's own value when its config has one;
+// - for a live process (processes/on-spare.ts), before all of that: `cd -P` to its working directory
+//   (when that fails it prints NOGO and exits, so the caller runs the command the plain way and
+//   Docker gives its own message), and `export` of its variables, so the lookup sees their $PATH,
+//   as runc's does after its chdir and with the exec's environment in place;
 // - prints GO and `exec "$@"`: the command replaces the shell, so its output, the end of the
 //   stream, its exit code and its pid are the exec's. No GO on the stream means the line never
 //   ran (the spare was killed first), so the caller may run the command the plain way instead.
@@ -22,6 +26,9 @@
 export const READY = 0x06;
 /** The byte a spare prints right before the command starts (or before Docker's refusal). */
 export const GO = 0x07;
+
+/** The byte a spare prints when its line declines (a working directory it cannot enter): nothing ran. */
+export const NOGO = 0x15;
 
 /** Variables of the spare's own shell code (plus the ones shells add) kept out of the command's environment. */
 const OWN_VARS = ['svc_n', 'svc_l', 'svc_m', 'svc_p', 'svc_d'];
@@ -79,7 +86,28 @@ const LOOKUP = [
   `if [ -n "$svc_m" ]; then printf '\\00${GO.toString(8)}OCI runtime exec failed: exec failed: unable to start container process: exec: "%s": %s: unknown\\r\\n' "$1" "$svc_m"; exit 126; fi`,
 ].join(' ');
 
-/** The line that makes a spare run `argv` (one line: no newline inside, one at the end). */
-export function spareLine(argv: string[], restore: string): string {
-  return `set -- ${argv.map(shellQuote).join(' ')}; ${LOOKUP}; ${restore}; printf '\\00${GO.toString(8)}'; exec "$@"\n`;
+/**
+ * The line that makes a spare run `argv` (one line: no newline inside, one at the end); `setup`
+ * (liveSetup) goes before the lookup.
+ */
+export function spareLine(argv: string[], restore: string, setup = ''): string {
+  return `set -- ${argv.map(shellQuote).join(' ')}; ${setup}${LOOKUP}; ${restore}; printf '\\00${GO.toString(8)}'; exec "$@"\n`;
+}
+
+/**
+ * What a live process's line does before the lookup: enter `cwd` (absolute, or '' for the
+ * container's own) and export `env`. Null when the line cannot say it: a relative directory
+ * (Docker refuses it with its own message), a NUL, a name the shell would drop.
+ */
+export function liveSetup(cwd: string, env: Record<string, string>): string | null {
+  const parts: string[] = [];
+  if (cwd) {
+    if (!cwd.startsWith('/') || cwd.includes('\0')) return null;
+    parts.push(`cd -P ${shellQuote(cwd)} 2>/dev/null || { printf '\\0${NOGO.toString(8)}'; exit 0; }; `);
+  }
+  for (const [name, value] of Object.entries(env)) {
+    if (!SHELL_NAME.test(name) || value.includes('\0')) return null;
+    parts.push(`export ${name}=${shellQuote(value)}; `);
+  }
+  return parts.join('');
 }

@@ -27,12 +27,12 @@ import {
 import { sleep } from '../../shared/concurrency.ts';
 import type { DockerEngine } from '../docker/engine.ts';
 import { DockerError, dockerMessage } from '../docker/errors.ts';
-import { checkCommand, exitCode, streamEnded } from '../docker/exec.ts';
-import { Demuxer } from '../docker/mux.ts';
+import { checkCommand, exitCode } from '../docker/exec.ts';
 import { ControlLanes, written } from './lane.ts';
+import { openProcess } from './on-spare.ts';
 import type { OrphanRecords } from './orphans.ts';
 import { type Chunk, OutputRing } from './ring.ts';
-import { initialSize, type SandboxTask, SandboxTasks, signalSandboxTask, startExec } from './start.ts';
+import { initialSize, type SandboxTask, SandboxTasks, signalSandboxTask } from './start.ts';
 
 /** Where output frames go: the host stream, while it is open. */
 export interface OutputLink {
@@ -130,18 +130,9 @@ export class ProcessTable {
   }
 
   async #start(envId: string, procs: Map<string, Proc>, o: Payloads['proc.start']) {
-    const engine = this.#engineOf(envId);
-    const c = await engine.find(o.service);
-    if (c.state !== 'running')
-      throw new DockerError(`start in service '${o.service}': its container is ${c.state}`);
     const tty = o.tty;
-    let started: Awaited<ReturnType<typeof startExec>>;
-    try {
-      started = await startExec(this.#sandboxed, engine.docker.getContainer(c.id), o);
-    } catch (err) {
-      throw new DockerError(`start in service '${o.service}': ${dockerMessage(err)}`);
-    }
-    const { exec, stream, task } = started;
+    const opened = await openProcess(this.#engineOf(envId), this.#sandboxed, o);
+    const { exec, stream, task } = opened;
     const info: ProcessInfo = {
       pid: newId(PREFIX.process),
       service: o.service,
@@ -166,20 +157,14 @@ export class ProcessTable {
       task,
     };
     procs.set(info.pid, p);
-    if (tty) {
-      stream.on('data', (chunk: Buffer) => this.#output(p, 'stdout', chunk));
+    opened.pipe((kind, data) => this.#output(p, kind, data));
+    if (tty)
       await initialSize(exec, tty).catch((err) =>
         this.#log(`sizing ${info.pid}'s terminal: ${dockerMessage(err)}`),
       );
-    } else {
-      const demux = new Demuxer((type, payload) =>
-        this.#output(p, type === 2 ? 'stderr' : 'stdout', payload),
-      );
-      stream.on('data', (chunk: Buffer) => demux.write(chunk));
-    }
     this.#record(p).catch((err) => this.#log(`recording process ${info.pid}: ${(err as Error).message}`));
     // Guarded: a broken stream ends the process's record, never svcd.
-    streamEnded(stream).then(
+    opened.ended.then(
       () => this.#ended(p, ''),
       (err) => this.#ended(p, `output stream failed: ${dockerMessage(err)}`),
     );
