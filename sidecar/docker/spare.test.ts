@@ -253,9 +253,10 @@ describe('spare execs on real Docker', { skip: tier('docker'), timeout: 300_000 
     assert.ok(!(await processes(b)).some((p) => p.includes('svc_n=')), 'the shell exited');
   });
 
-  test('only env.exec opts in: verify, health checks and checkpoints never name spares', () => {
+  test('only env.exec and proc.start take spares: verify, health checks and checkpoints never name them', () => {
     const root = fileURLToPath(new URL('../', import.meta.url));
     const optIns: string[] = [];
+    const takers: string[] = [];
     const walk = (dir: string) => {
       for (const e of readdirSync(dir, { withFileTypes: true })) {
         const p = join(dir, e.name);
@@ -263,11 +264,14 @@ describe('spare execs on real Docker', { skip: tier('docker'), timeout: 300_000 
         else if (e.name.endsWith('.ts') && !e.name.endsWith('.test.ts')) {
           const text = readFileSync(p, 'utf8');
           if (/spare: true/.test(text)) optIns.push(p.slice(root.length));
+          if (/spares\.(take|runOn)\(/.test(text)) takers.push(p.slice(root.length));
           if (p.includes('/verify/')) assert.doesNotMatch(text, /spare/i, p);
         }
       }
     };
     walk(root);
     assert.deepEqual(optIns, ['handlers/io.ts']);
+    // The env.exec path (engine.exec with the option) and the live processes' start.
+    assert.deepEqual(takers.sort(), ['docker/engine.ts', 'processes/on-spare.ts']);
   });
 });

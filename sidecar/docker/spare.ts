@@ -12,7 +12,7 @@
 // - A spare whose stream ended before use (container stopped or restarted, the shell killed) is
 //   dropped; one that cannot start (no /bin/sh, an engine error, an environment the shell would
 //   change) is simply no spare. Dropped on env.destroy and when the service's container changes.
-// - Only the user's own commands use spares: `env.exec` (opting in with `spare: true`) and a live
+// - Only the user's own commands use spares: `env.exec` (opting in through its exec options) and a live
 //   process's start. Health checks, checkpoints and the verify / grader paths call execIn directly
 //   and never take one (spare.test.ts checks it).
 // - The spare runs with the container's default user, working directory and environment, as the
