@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { test } from 'node:test';
 import { sparesEnabledFromEnv } from './spare.ts';
-import { restoreFor, SPARE_SCRIPT, shellQuote, spareLine } from './spare-line.ts';
+import { liveSetup, restoreFor, SPARE_SCRIPT, shellQuote, spareLine } from './spare-line.ts';
 
 test('a quoted argument is one line and reads back byte for byte in the local sh', () => {
   // biome-ignore lint/suspicious/noTemplateCurlyInString: shell text that must stay unexpanded
@@ -24,6 +24,28 @@ test('the environment: shell-added names unset or set back; names a shell drops 
   assert.match(r, /export PWD='\/it'\\''s'/);
   assert.match(r, /unset OLDPWD/);
   assert.match(r, /unset svc_l/);
+});
+
+test("a live process's directory and variables: set before the lookup, or no line when it cannot say them", () => {
+  assert.equal(liveSetup('tmp', {}), null, 'a relative directory: Docker refuses it itself');
+  assert.equal(liveSetup('/a\0b', {}), null);
+  assert.equal(liveSetup('', { 'A.B': '1' }), null);
+  assert.equal(liveSetup('', { A: 'x\0' }), null);
+  assert.equal(liveSetup('', {}), '');
+  const restore = restoreFor(['SHLVL=5', 'SHLVL=7']) ?? '';
+  assert.match(restore, /export SHLVL='7'/, "the later entry, the process's own, wins");
+  // A directory the shell cannot enter: the no-go byte, and nothing of the command runs.
+  const setup = liveSetup('/nonexistent-svc-dir', { X: "it's" }) ?? '';
+  const line = spareLine(['echo', 'ran'], restoreFor([]) ?? '', setup);
+  const out = execFileSync('/bin/sh', ['-c', SPARE_SCRIPT], { input: line, env: { PATH: process.env.PATH } });
+  assert.equal(out.toString('utf8'), '\x06\x15');
+  const ok = spareLine(
+    ['sh', '-c', 'printf "%s|%s" "$X" "$(pwd)"'],
+    restoreFor([]) ?? '',
+    liveSetup('/', { X: "it's" }) ?? '',
+  );
+  const out2 = execFileSync('/bin/sh', ['-c', SPARE_SCRIPT], { input: ok, env: { PATH: process.env.PATH } });
+  assert.equal(out2.toString('utf8'), "\x06\x07it's|/");
 });
 
 test('SVC_EXEC_SPARES turns spares on or off; anything else is refused', () => {

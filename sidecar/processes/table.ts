@@ -1,5 +1,5 @@
 // Live processes of this host (spec "Live processes"): Engine API execs that outlive the command
-// that started them, each with a bounded ring of its output and the followers the control plane
+// that started them (a container's spare exec when the process can run on it, on-spare.ts), each with a bounded ring of its output and the followers the control plane
 // attached. Output goes out as binary frames (protocol/processes.ts) while the process runs: small
 // writes are coalesced into frames of up to 64 KiB per event-loop turn, and a follower whose
 // stream is backed up (the host stream's send buffer over HIGH_WATER) gets a `gap` for what it
