@@ -31,6 +31,7 @@ test("a live process's directory and variables: set before the lookup, or no lin
   assert.equal(liveSetup('/a\0b', {}), null);
   assert.equal(liveSetup('', { 'A.B': '1' }), null);
   assert.equal(liveSetup('', { A: 'x\0' }), null);
+  assert.equal(liveSetup('', { svc_n: 'x' }), null, 'the line spells newlines with it');
   assert.equal(liveSetup('', {}), '');
   const restore = restoreFor(['SHLVL=5', 'SHLVL=7']) ?? '';
   assert.match(restore, /export SHLVL='7'/, "the later entry, the process's own, wins");

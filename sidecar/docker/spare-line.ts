@@ -97,7 +97,8 @@ export function spareLine(argv: string[], restore: string, setup = ''): string {
 /**
  * What a live process's line does before the lookup: enter `cwd` (absolute, or '' for the
  * container's own) and export `env`. Null when the line cannot say it: a relative directory
- * (Docker refuses it with its own message), a NUL, a name the shell would drop.
+ * (Docker refuses it with its own message), a NUL, a name the shell would drop, or one of the
+ * line's own names (`svc_n` spells the newlines of the values after it).
  */
 export function liveSetup(cwd: string, env: Record<string, string>): string | null {
   const parts: string[] = [];
@@ -106,7 +107,7 @@ export function liveSetup(cwd: string, env: Record<string, string>): string | nu
     parts.push(`cd -P ${shellQuote(cwd)} 2>/dev/null || { printf '\\0${NOGO.toString(8)}'; exit 0; }; `);
   }
   for (const [name, value] of Object.entries(env)) {
-    if (!SHELL_NAME.test(name) || value.includes('\0')) return null;
+    if (!SHELL_NAME.test(name) || OWN_VARS.includes(name) || value.includes('\0')) return null;
     parts.push(`export ${name}=${shellQuote(value)}; `);
   }
   return parts.join('');
