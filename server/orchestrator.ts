@@ -20,7 +20,7 @@ import { CommandTargets } from './hosts/command-target.ts';
 import { Dispatcher, type Driver } from './hosts/dispatcher.ts';
 import { HostRecords } from './hosts/host-records.ts';
 import { Hub, type HubLogger, type JoinTokenConsumer, type UpgradeHandler } from './hosts/hub.ts';
-import { ProcessStreams } from './processes/streams.ts';
+import { ATTACH_TIMEOUT_MS, ProcessStreams } from './processes/streams.ts';
 import { archivePath } from './uploads/uploads.ts';
 
 export const JOIN_WAIT_MS = 6 * 60_000;
@@ -100,6 +100,12 @@ export function createOrchestrator(
   if (relay && cluster) hub.on('hello', (h) => relay.moved(h.hostId, cluster.id));
   hub.on('gone', (g) => processes.gone(g));
   relay?.on('output', (o) => processes.output(o));
+  // A follower whose replica died: the host here stops sending its output (bounded either way).
+  relay?.on('orphan', (o) =>
+    dispatcher
+      .run(o.target, o.envId, 'proc.detach', { follow: o.follow }, ATTACH_TIMEOUT_MS)
+      .catch((err) => log.warn({ host: o.target.hostId, err: (err as Error).message }, 'detach failed')),
+  );
   cluster?.on('down', (g) => processes.gone(g));
   const hosts: ClusterHosts = cluster ? cluster.hosts(hub) : hub;
   // Blob bytes live in this process: their URLs lead to this replica (SVC_REPLICA_URL), not the

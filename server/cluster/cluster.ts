@@ -25,11 +25,13 @@ export const channelOf = (replicaId: string): string => `svc_${replicaId}`;
 
 /** A message to one replica, or to all (`from` is the sender). */
 export type Message =
-  | { k: 'cmd'; id: string; h: string }
+  /** `l`: a lane's key (`<host>/<lane>`); `p`: the origin's unsettled commands before it in the lane. */
+  | { k: 'cmd'; id: string; h: string; l?: string; p?: string[] }
   /** `o`: the outcome as stored on the row, when it fits in the notification (else read the row). */
   | { k: 'done'; id: string; o?: { s: 'succeeded' | 'failed'; r?: string; e?: string; t?: string } }
   | { k: 'miss'; id: string }
-  | { k: 'out'; h: string; f: string; b: string; i: number; n: number }
+  /** `a`: the output seq the holder's previous frame for this follower ended at (output-relay.ts). */
+  | { k: 'out'; h: string; f: string; b: string; i: number; n: number; a?: number }
   | { k: 'up'; h: string; t: string; c: string }
   | { k: 'down'; h: string }
   | { k: 'evt'; t: string; ids: string[] }

@@ -5,25 +5,34 @@
 // (`done`), which reads the row and answers its caller. Notifications may be lost: on every
 // heartbeat the origin reads the rows it still waits for (settling the finished, telling the holder
 // again of the untaken) and fails, as host_gone, what a holder that stopped was sending.
-// A process followed through this replica whose host is on another: the holder sends each output
-// frame to the follower's replica, cut into notification-sized pieces.
+// Commands of one lane (a live process's input, resize and signal) sent through another replica
+// keep their order there: the holder takes a lane's commands one at a time in the order their
+// notifications came, and each notification names the origin's earlier commands of the lane not
+// yet settled, which the holder takes first if their own notification was lost or is late.
+// A process followed through this replica whose host is on another: output-relay.ts.
 import type { CommandKind } from '../../protocol/commands.ts';
 import { type Frame, frame } from '../../protocol/frames.ts';
-import { decodeOutput, encodeOutput, type OutputFrame } from '../../protocol/processes.ts';
+import { KeyedQueue } from '../../shared/concurrency.ts';
 import { Emitter } from '../../shared/emitter.ts';
 import type { Db } from '../db/types.ts';
-import { type CommandOutcome, claimCommand, commandOutcomes, finishCommand } from '../hosts/command-store.ts';
+import {
+  type CommandOutcome,
+  type CommandRow,
+  claimCommand,
+  claimCommands,
+  commandOutcomes,
+  finishCommand,
+} from '../hosts/command-store.ts';
 import { CommandError, type Pending, type RemoteHosts } from '../hosts/dispatcher.ts';
 import type { HostGone, HostOutput } from '../hosts/hub-events.ts';
 import { checkResult, MalformedResult } from '../hosts/result-check.ts';
 import type { Cluster, Message } from './cluster.ts';
+import { type Orphan, OutputRelay } from './output-relay.ts';
 
-/** Base64 characters of an output frame per notification (with its envelope, under 7 KB). */
-const PIECE_CHARS = 6_000;
 /** A result or error this long at most rides in the `done` notification (longer: the row is read). */
 const OUTCOME_IN_NOTIFICATION = 5_000;
-/** Pieces of one frame being put together, at most, per follower (a frame past it is dropped). */
-const MAX_PIECES = 64;
+/** Earlier unsettled commands of its lane a `cmd` notification names, at most (ids of ~30 bytes). */
+const LANE_BEHIND = 32;
 
 interface Waiting extends Pending {
   holder: string;
@@ -45,6 +54,8 @@ interface Sending {
 export type RelayEvents = {
   /** An output frame another replica relayed for a follower of this one. */
   output: HostOutput;
+  /** A follower on a replica that died: its host should stop sending its output here. */
+  orphan: Orphan;
 };
 
 export interface HostWriter {
@@ -60,10 +71,12 @@ export class CommandRelay extends Emitter<RelayEvents> implements RemoteHosts {
   #waiting = new Map<string, Waiting>();
   /** Holder side: commands this replica wrote to a host here for another replica, by id. */
   #sending = new Map<string, Sending>();
-  /** Holder side: followers of another replica on a host here, by `<host>/<follower>`: their replica. */
-  #follows = new Map<string, string>();
-  /** Origin side: output frames arriving in pieces, by `<replica>/<host>/<follower>`. */
-  #pieces = new Map<string, string[]>();
+  /** Origin side: per lane, its commands sent through other replicas and not settled, in order. */
+  #lanes = new Map<string, string[]>();
+  #laneOf = new Map<string, string>();
+  /** Holder side: one lane's commands taken one at a time, in the order they were offered. */
+  #takes = new KeyedQueue();
+  #out: OutputRelay;
   /** Origin: commands settled from their finished row, until the dispatcher asks (finishedElsewhere). */
   #finished = new Set<string>();
 
@@ -72,30 +85,59 @@ export class CommandRelay extends Emitter<RelayEvents> implements RemoteHosts {
     this.#db = db;
     this.#cluster = cluster;
     this.#hub = hub;
+    this.#out = new OutputRelay(
+      cluster,
+      (o) => this.emit('output', o),
+      (o) => this.emit('orphan', o),
+    );
     cluster.on('message', ({ from, m }) => this.#message(from, m));
     cluster.on('up', ({ hostId, replica }) => this.moved(hostId, replica));
     cluster.on('resync', () => this.#poll(0));
     cluster.replica.onTick(async (t) => {
-      for (const d of t.dead)
-        for (const [k, origin] of this.#follows) if (origin === d.id) this.#follows.delete(k);
-      await this.#poll(cluster.replica.timing.heartbeatMs, t.live);
+      const { leaseMs, heartbeatMs } = cluster.replica.timing;
+      this.#out.tick(
+        t.dead.map((d) => d.id),
+        t.live,
+        leaseMs,
+      );
+      await this.#poll(heartbeatMs, t.live);
     });
   }
 
   /** Commands waiting on other replicas, and commands written here for others (tests, metrics). */
-  get counts(): { waiting: number; sending: number; follows: number } {
-    return { waiting: this.#waiting.size, sending: this.#sending.size, follows: this.#follows.size };
+  get counts() {
+    const [waiting, sending, lanes] = [this.#waiting.size, this.#sending.size, this.#lanes.size];
+    return { waiting, sending, lanes, follows: this.#out.follows, assembling: this.#out.assembling };
   }
 
   forward(p: Pending): void {
+    // Its place in its lane is taken now, in the order the dispatcher sends the lane's commands.
+    if (p.lane) {
+      const ids = this.#lanes.get(p.lane) ?? [];
+      ids.push(p.id);
+      this.#lanes.set(p.lane, ids);
+      this.#laneOf.set(p.id, p.lane);
+    }
     this.#cluster.holderOf(p.hostId).then(
       (holder) => {
         if (!holder)
           return p.reject(new CommandError('host_gone', `host ${p.hostId} is not connected`, p.id));
-        this.#waiting.set(p.id, { ...p, holder, at: Date.now(), misses: 0 });
-        this.#cluster.send(holder, { k: 'cmd', id: p.id, h: p.hostId });
+        const w = { ...p, holder, at: Date.now(), misses: 0 };
+        this.#waiting.set(p.id, w);
+        this.#offer(w);
       },
       (err) => p.reject(err as Error),
+    );
+  }
+
+  /** Tells `w.holder` of the command; one of a lane names the lane's unsettled ones before it. */
+  #offer(w: Waiting): void {
+    const ids = w.lane ? (this.#lanes.get(w.lane) ?? []) : [];
+    const at = ids.indexOf(w.id);
+    const p = at > 0 ? ids.slice(Math.max(0, at - LANE_BEHIND), at) : [];
+    this.#cluster.send(
+      w.holder,
+      w.lane ? { k: 'cmd', id: w.id, h: w.hostId, l: w.lane, p } : { k: 'cmd', id: w.id, h: w.hostId },
     );
   }
 
@@ -134,32 +176,54 @@ export class CommandRelay extends Emitter<RelayEvents> implements RemoteHosts {
   settled(id: string): void {
     this.#waiting.delete(id);
     this.#finished.delete(id);
+    const lane = this.#laneOf.get(id);
+    if (lane === undefined) return;
+    this.#laneOf.delete(id);
+    const ids = (this.#lanes.get(lane) ?? []).filter((x) => x !== id);
+    if (ids.length) this.#lanes.set(lane, ids);
+    else this.#lanes.delete(lane);
   }
 
   async #message(from: string, m: Message): Promise<void> {
     switch (m.k) {
       case 'cmd':
-        return this.#take(from, m.id, m.h);
+        return m.l ? this.#takes.run(m.l, () => this.#take(from, m)) : this.#take(from, m);
       case 'done':
         return this.#settle(m);
       case 'miss':
         return this.#missed(from, m.id);
       case 'out':
-        return this.#piece(from, m);
+        return this.#out.piece(from, m);
     }
   }
 
   /**
    * Holder: takes the command (once) and writes it to the host's stream here. A replica without
    * the stream (the host moved on) leaves the row untaken and says so: the origin looks again.
+   * One of a lane comes after the lane's earlier ones (one at a time, in turn); those the origin
+   * named that nobody took yet (their notification lost or still on its way) are taken with it
+   * and written first, in the lane's order.
    */
-  async #take(origin: string, id: string, hostId: string): Promise<void> {
-    if (!this.#hub.isConnected(hostId)) {
-      this.#cluster.send(origin, { k: 'miss', id });
+  async #take(origin: string, m: Extract<Message, { k: 'cmd' }>): Promise<void> {
+    if (!this.#hub.isConnected(m.h)) {
+      this.#cluster.send(origin, { k: 'miss', id: m.id });
       return;
     }
-    const row = await claimCommand(this.#db, id, this.#cluster.id);
-    if (!row || row.host_id !== hostId) return;
+    const order = [...(m.p ?? []).slice(-LANE_BEHIND), m.id];
+    const rows = await claimCommands(this.#db, order, m.h, this.#cluster.id);
+    const byId = new Map(rows.map((r) => [r.id, r]));
+    for (const id of order) {
+      const row = byId.get(id);
+      if (row) await this.#write(origin, row);
+    }
+  }
+
+  /** Holder: a command taken for `origin`, written to its host's stream here. */
+  async #write(
+    origin: string,
+    row: Pick<CommandRow, 'id' | 'host_id' | 'env_id' | 'team_id' | 'kind' | 'payload'>,
+  ): Promise<void> {
+    const { id, host_id: hostId } = row;
     const payload = JSON.parse(row.payload) as Record<string, unknown>;
     const f = frame('command', { command_id: id, kind: row.kind, env_id: row.env_id, payload });
     const s: Sending = { origin, hostId, kind: row.kind };
@@ -172,8 +236,7 @@ export class CommandRelay extends Emitter<RelayEvents> implements RemoteHosts {
       return;
     }
     this.#sending.set(id, s);
-    if (row.kind === 'proc.attach') this.#follows.set(`${hostId}/${payload.follow}`, origin);
-    if (row.kind === 'proc.detach') this.#follows.delete(`${hostId}/${payload.follow}`);
+    this.#out.taken(origin, row, payload);
   }
 
   received(hostId: string, f: Frame): boolean {
@@ -209,16 +272,7 @@ export class CommandRelay extends Emitter<RelayEvents> implements RemoteHosts {
       this.#sending.delete(id);
       void this.#finish(id, s, { ok: false, error: `${s.kind}: ${e.reason}`, type: 'host_gone' });
     }
-    for (const [key, origin] of [...this.#follows]) {
-      if (!key.startsWith(`${e.hostId}/`)) continue;
-      this.#follows.delete(key);
-      const reason = `the host's stream dropped (${e.reason}); attach again to resume`;
-      this.#relay(origin, e.hostId, {
-        kind: 'end',
-        follow: key.slice(e.hostId.length + 1),
-        end: { exit_code: null, reason },
-      });
-    }
+    this.#out.gone(e.hostId, e.reason);
   }
 
   /** Holder: the outcome on the row, then the origin told (with the outcome, when it fits). */
@@ -251,7 +305,7 @@ export class CommandRelay extends Emitter<RelayEvents> implements RemoteHosts {
     if (holder !== this.#cluster.id) {
       w.holder = holder;
       w.at = Date.now();
-      this.#cluster.send(holder, { k: 'cmd', id, h: w.hostId });
+      this.#offer(w);
       return;
     }
     const row = await claimCommand(this.#db, id, this.#cluster.id);
@@ -320,57 +374,13 @@ export class CommandRelay extends Emitter<RelayEvents> implements RemoteHosts {
         const w = this.#waiting.get(o.id);
         if (!w) continue;
         if (o.finished) this.#settleFrom(o);
-        else if (o.holder === '') this.#cluster.send(w.holder, { k: 'cmd', id: o.id, h: w.hostId });
+        else if (o.holder === '') this.#offer(w);
       }
     }
   }
 
   /** Holder: an output frame from a host here for a follower of another replica (true if it was). */
   output(e: HostOutput): boolean {
-    const key = `${e.hostId}/${e.frame.follow}`;
-    const origin = this.#follows.get(key);
-    if (!origin) return false;
-    let f = e.frame;
-    if (!e.admitted && (f.kind === 'stdout' || f.kind === 'stderr'))
-      f = { kind: 'gap', follow: f.follow, from: f.seq, to: f.seq };
-    if (f.kind === 'end') this.#follows.delete(key);
-    this.#relay(origin, e.hostId, f);
-    return true;
-  }
-
-  #relay(origin: string, hostId: string, f: OutputFrame): void {
-    const b64 = encodeOutput(f).toString('base64');
-    const n = Math.max(1, Math.ceil(b64.length / PIECE_CHARS));
-    if (n > MAX_PIECES) return;
-    for (let i = 0; i < n; i++)
-      this.#cluster.send(origin, {
-        k: 'out',
-        h: hostId,
-        f: f.follow,
-        b: b64.slice(i * PIECE_CHARS, (i + 1) * PIECE_CHARS),
-        i,
-        n,
-      });
-  }
-
-  /** Origin: one piece of a relayed output frame; a frame whose pieces are all here goes out. */
-  #piece(from: string, m: Extract<Message, { k: 'out' }>): void {
-    const key = `${from}/${m.h}/${m.f}`;
-    // Pieces of one frame arrive in order on one connection; a frame missing one is dropped.
-    const got = m.i === 0 ? [] : this.#pieces.get(key);
-    this.#pieces.delete(key);
-    if (!got || got.length !== m.i || m.n > MAX_PIECES) return;
-    got.push(m.b);
-    if (got.length < m.n) {
-      this.#pieces.set(key, got);
-      return;
-    }
-    let frameOut: OutputFrame;
-    try {
-      frameOut = decodeOutput(Buffer.from(got.join(''), 'base64'));
-    } catch {
-      return;
-    }
-    this.emit('output', { hostId: m.h, frame: frameOut, admitted: true });
+    return this.#out.output(e);
   }
 }

@@ -115,11 +115,31 @@ export async function claimCommand(
   q: Queryable,
   id: string,
   holder: string,
-): Promise<Pick<CommandRow, 'host_id' | 'env_id' | 'kind' | 'payload'> | undefined> {
+): Promise<Pick<CommandRow, 'host_id' | 'env_id' | 'team_id' | 'kind' | 'payload'> | undefined> {
   return q.get(
     `UPDATE commands SET holder = ? WHERE id = ? AND holder = '' AND finished_at IS NULL
-     RETURNING host_id, env_id, kind, payload`,
+     RETURNING host_id, env_id, team_id, kind, payload`,
     [holder, id],
+  );
+}
+
+/**
+ * Takes, of `ids`, the unfinished commands for `hostId` no replica took yet, as claimCommand does
+ * for one: a lane's command together with the earlier ones of its lane whose notification may have
+ * been lost, in one statement. The rows come back in no particular order.
+ */
+export async function claimCommands(
+  q: Queryable,
+  ids: readonly string[],
+  hostId: string,
+  holder: string,
+): Promise<Pick<CommandRow, 'id' | 'host_id' | 'env_id' | 'team_id' | 'kind' | 'payload'>[]> {
+  if (ids.length === 0) return [];
+  return q.all(
+    `UPDATE commands SET holder = ?
+      WHERE id IN (${ids.map(() => '?').join(', ')}) AND host_id = ? AND holder = '' AND finished_at IS NULL
+     RETURNING id, host_id, env_id, team_id, kind, payload`,
+    [holder, ...ids, hostId],
   );
 }
 

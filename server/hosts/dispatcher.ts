@@ -58,6 +58,8 @@ export interface Pending {
   hostId: string;
   teamId: string;
   kind: string;
+  /** The lane it was sent in (`<host>/<lane>`, see `run`): its order there holds on other replicas. */
+  lane?: string;
   resolve: (v: unknown) => void;
   reject: (e: Error) => void;
 }
@@ -212,7 +214,7 @@ export class Dispatcher extends Emitter<DispatcherEvents> {
   }
 
   /** This command's place in `key`'s lane: wait for `before`, call `written` once sent (or failed). */
-  #laneTurn(key: string): { before: Promise<void>; written: () => void } {
+  #laneTurn(key: string): { key: string; before: Promise<void>; written: () => void } {
     const before = this.#lanes.get(key) ?? Promise.resolve();
     let written!: () => void;
     const mine = new Promise<void>((r) => {
@@ -222,7 +224,7 @@ export class Dispatcher extends Emitter<DispatcherEvents> {
     void mine.then(() => {
       if (this.#lanes.get(key) === mine) this.#lanes.delete(key);
     });
-    return { before, written };
+    return { key, before, written };
   }
 
   async #execute(
@@ -232,7 +234,7 @@ export class Dispatcher extends Emitter<DispatcherEvents> {
     payload: unknown,
     timeoutMs: number,
     signal?: AbortSignal,
-    turn?: { before: Promise<void>; written: () => void },
+    turn?: { before: Promise<void>; written: () => void; key?: string },
   ) {
     const id = newId(PREFIX.command);
     const t0 = Date.now();
@@ -253,7 +255,7 @@ export class Dispatcher extends Emitter<DispatcherEvents> {
       await turn?.before;
       outcome =
         target.kind === 'sidecar'
-          ? this.#overStream(id, target, envId, kind, payload)
+          ? this.#overStream(id, target, envId, kind, payload, turn?.key)
           : this.#viaDriver(id, target, envId, kind, payload);
     } catch (err) {
       this.#inFlight--;
@@ -299,9 +301,10 @@ export class Dispatcher extends Emitter<DispatcherEvents> {
     envId: string,
     kind: string,
     payload: unknown,
+    lane?: string,
   ): Promise<unknown> {
     return new Promise((resolve, reject) => {
-      const p = { id, hostId: target.hostId, teamId: target.teamId, kind, resolve, reject };
+      const p = { id, hostId: target.hostId, teamId: target.teamId, kind, lane, resolve, reject };
       this.#pending.set(id, p);
       const send = this.#streams.get(target.hostId);
       const sent = send?.(frame('command', { command_id: id, kind, env_id: envId, payload }));

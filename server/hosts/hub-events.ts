@@ -38,6 +38,11 @@ export interface HostOutput {
   hostId: string;
   frame: OutputFrame;
   admitted: boolean;
+  /**
+   * Relayed from another replica: the seq its previous frame for this follower ended at. Past
+   * what the follower got, what came between was lost on the way (a gap for the client).
+   */
+  after?: number;
 }
 
 export type HubEvents = {

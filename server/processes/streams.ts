@@ -17,6 +17,8 @@ interface Follow {
   target: CommandTarget;
   envId: string;
   sink: FollowerSink;
+  /** The output seq told so far (a frame or a gap), `since` at first. */
+  last: number;
 }
 
 export class ProcessStreams {
@@ -41,14 +43,21 @@ export class ProcessStreams {
     const f = this.#follows.get(key);
     if (!f) return false;
     const fr = e.frame;
+    // Relayed by another replica: frames lost on the way are a gap, told before what follows.
+    if (e.after !== undefined && e.after > f.last) {
+      f.sink.gap(f.last + 1, e.after);
+      f.last = e.after;
+    }
     switch (fr.kind) {
       case 'stdout':
       case 'stderr':
         if (e.admitted) f.sink.output(fr.kind, fr.seq, fr.data);
         else f.sink.gap(fr.seq, fr.seq);
+        f.last = Math.max(f.last, fr.seq);
         return true;
       case 'gap':
         f.sink.gap(fr.from, fr.to);
+        f.last = Math.max(f.last, fr.to);
         return true;
       case 'end':
         this.#follows.delete(key);
@@ -82,7 +91,7 @@ export class ProcessStreams {
   ): Promise<ProcessInfo> {
     const id = newId(PREFIX.follow);
     const key = `${target.hostId}/${id}`;
-    const f: Follow = { id, target, envId, sink };
+    const f: Follow = { id, target, envId, sink, last: Math.max(0, since) };
     this.#follows.set(key, f);
     sink.onClose = () => this.#closed(key, f);
     try {
