@@ -100,6 +100,7 @@ export function createOrchestrator(
   if (relay && cluster) hub.on('hello', (h) => relay.moved(h.hostId, cluster.id));
   hub.on('gone', (g) => processes.gone(g));
   relay?.on('output', (o) => processes.output(o));
+  relay?.on('tail', (t) => processes.relayedTo(t));
   // A follower whose replica died: the host here stops sending its output (bounded either way).
   relay?.on('orphan', (o) =>
     dispatcher

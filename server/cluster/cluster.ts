@@ -32,6 +32,8 @@ export type Message =
   | { k: 'miss'; id: string }
   /** `a`: the output seq the holder's previous frame for this follower ended at (output-relay.ts). */
   | { k: 'out'; h: string; f: string; b: string; i: number; n: number; a?: number }
+  /** Where the output a holder relayed to follower `f` so far ends (output-relay.ts). */
+  | { k: 'tail'; h: string; f: string; a: number }
   | { k: 'up'; h: string; t: string; c: string }
   | { k: 'down'; h: string }
   | { k: 'evt'; t: string; ids: string[] }

@@ -27,7 +27,7 @@ import { CommandError, type Pending, type RemoteHosts } from '../hosts/dispatche
 import type { HostGone, HostOutput } from '../hosts/hub-events.ts';
 import { checkResult, MalformedResult } from '../hosts/result-check.ts';
 import type { Cluster, Message } from './cluster.ts';
-import { type Orphan, OutputRelay } from './output-relay.ts';
+import { type Orphan, OutputRelay, type Tail } from './output-relay.ts';
 
 /** A result or error this long at most rides in the `done` notification (longer: the row is read). */
 const OUTCOME_IN_NOTIFICATION = 5_000;
@@ -56,6 +56,8 @@ export type RelayEvents = {
   output: HostOutput;
   /** A follower on a replica that died: its host should stop sending its output here. */
   orphan: Orphan;
+  /** Where the output another replica relayed to a follower here ends. */
+  tail: Tail;
 };
 
 export interface HostWriter {
@@ -89,6 +91,7 @@ export class CommandRelay extends Emitter<RelayEvents> implements RemoteHosts {
       cluster,
       (o) => this.emit('output', o),
       (o) => this.emit('orphan', o),
+      (t) => this.emit('tail', t),
     );
     cluster.on('message', ({ from, m }) => this.#message(from, m));
     cluster.on('up', ({ hostId, replica }) => this.moved(hostId, replica));
@@ -194,6 +197,8 @@ export class CommandRelay extends Emitter<RelayEvents> implements RemoteHosts {
         return this.#missed(from, m.id);
       case 'out':
         return this.#out.piece(from, m);
+      case 'tail':
+        return this.#out.tail(m);
     }
   }
 

@@ -44,10 +44,7 @@ export class ProcessStreams {
     if (!f) return false;
     const fr = e.frame;
     // Relayed by another replica: frames lost on the way are a gap, told before what follows.
-    if (e.after !== undefined && e.after > f.last) {
-      f.sink.gap(f.last + 1, e.after);
-      f.last = e.after;
-    }
+    if (e.after !== undefined) this.#caughtUp(f, e.after);
     switch (fr.kind) {
       case 'stdout':
       case 'stderr':
@@ -64,6 +61,18 @@ export class ProcessStreams {
         f.sink.end(fr.end);
         return true;
     }
+  }
+
+  /** Another replica relayed a follower's output up to `after`: what did not arrive is a gap. */
+  relayedTo(t: { hostId: string; follow: string; after: number }): void {
+    const f = this.#follows.get(`${t.hostId}/${t.follow}`);
+    if (f) this.#caughtUp(f, t.after);
+  }
+
+  #caughtUp(f: Follow, after: number): void {
+    if (after <= f.last) return;
+    f.sink.gap(f.last + 1, after);
+    f.last = after;
   }
 
   /** A host's stream ended: its followers end now, saying why (they may attach again). */

@@ -131,7 +131,7 @@ describe('a live process on one replica, driven and followed through others', {
     assert.deepEqual(seen, ['one', 'and', 'two', 'proc.signal', 'three']);
   });
 
-  test('relayed output lost on its way to B is a gap on B, never bytes missing silently', async () => {
+  test('relayed output lost on its way to B is a gap on B, never bytes missing silently, at the end too', async () => {
     let follow = '';
     sc.handlers['proc.attach'] = (f) => {
       follow = (f.payload as { follow: string }).follow;
@@ -140,12 +140,15 @@ describe('a live process on one replica, driven and followed through others', {
     const s = await new Stream().open(`${b.url}${proc()}/stream`, { authorization: `Bearer ${b.key}` });
     assert.equal(s.status, 200);
     await waitFor(() => follow !== '', 10_000, 'the attach');
-    // Seq 2 (one piece) is lost whole; of seq 3 (several pieces) the second piece is lost.
+    // Seq 2 (one piece) is lost whole; of seq 3 (several pieces) the second piece is lost; the
+    // last frame (seq 5) and the first sending of the end are lost, with nothing after them.
+    let ends = 0;
     const restore = lose(a.server.ctx.cluster, (m) => {
       if (m.k !== 'out') return false;
       if (m.n === 1) {
         const f = decodeOutput(Buffer.from(m.b, 'base64'));
-        return f.kind === 'stdout' && f.seq === 2;
+        if (f.kind === 'end') return ends++ === 0;
+        return f.kind === 'stdout' && (f.seq === 2 || f.seq === 5);
       }
       return m.i === 1;
     });
@@ -156,6 +159,7 @@ describe('a live process on one replica, driven and followed through others', {
       out(2, Buffer.from('two\n'));
       out(3, Buffer.alloc(30_000, 'x'));
       out(4, Buffer.from('four\n'));
+      out(5, Buffer.from('five\n'));
       sc.ws.send(encodeOutput({ kind: 'end', follow, end: { exit_code: 0 } }));
       await s.ended;
     } finally {
@@ -168,6 +172,7 @@ describe('a live process on one replica, driven and followed through others', {
         ['stdout', 1, null],
         ['gap', 2, 3],
         ['stdout', 4, null],
+        ['gap', 5, 5],
         ['end', null, null],
       ],
     );
