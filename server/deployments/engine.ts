@@ -25,6 +25,7 @@ import {
   phaseContext,
   phaseNames,
   Skip,
+  stableCommandIds,
   type Verdict,
 } from './kind.ts';
 import { lapsedDeployments, type Unowned } from './lease-store.ts';
@@ -302,6 +303,7 @@ export class DeploymentEngine {
       verdict = await bounded(
         (signal) => {
           ctx.signal = AbortSignal.any([signal, lost]);
+          ctx.commandId = stableCommandIds(`${id}/verdict`);
           return kind.verdict(ctx, failure);
         },
         this.phaseTimeoutMs,

@@ -1,7 +1,9 @@
 // What a deployment kind is: its phases, its verdict, the schema of the params it persists, and
 // the context every phase runs with (deployments/engine.ts runs them).
+import { createHash } from 'node:crypto';
 import type { TObject } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
+import { PREFIX } from '../../protocol/ids.ts';
 import { type Environment, getEnv, getVersion, type Version } from '../envs/store.ts';
 import type { CommandTarget } from '../hosts/dispatcher.ts';
 import type { OrchestratorDeps } from './deps.ts';
@@ -40,6 +42,21 @@ export interface PhaseContext<I = unknown, P extends object = Record<string, unk
   version(missing?: string): Promise<Version>;
   /** The command target for a host of the deployment's team; throws when it cannot take commands. */
   target(hostId: string): Promise<CommandTarget>;
+  /**
+   * Set while the verdict runs: the id of its next command, the same each time the verdict runs
+   * (a replica that adopted the deployment runs it again), so the host answers a resent cleanup
+   * from what it kept instead of running it twice.
+   */
+  commandId?: (kind: string, payload: unknown) => string;
+}
+
+/** The ids `commandId` gives: the n-th command of `key` (a deployment's verdict), its kind and payload. */
+export function stableCommandIds(key: string): (kind: string, payload: unknown) => string {
+  let n = 0;
+  return (kind, payload) => {
+    const h = createHash('sha256').update(`${key}\n${++n}\n${kind}\n${JSON.stringify(payload)}`);
+    return `${PREFIX.command}${h.digest('hex').slice(0, 32)}`;
+  };
 }
 
 /** Any phase context, whatever its kind's input and params: what helpers shared by kinds take. */

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { Type } from '@sinclair/typebox';
-import type { Frame } from '../../protocol/frames.ts';
+import { type Frame, frame } from '../../protocol/frames.ts';
 import { watchAlive } from '../../test/support/alive.ts';
 import { dbTarget } from '../../test/support/server.ts';
 import { tier } from '../../test/support/tiers.ts';
@@ -17,6 +17,7 @@ import { CommandTargets } from '../hosts/command-target.ts';
 import { Dispatcher } from '../hosts/dispatcher.ts';
 import type { OrchestratorDeps } from './deps.ts';
 import { DeploymentEngine, type KindDef } from './engine.ts';
+import { send } from './kinds/common.ts';
 import { getDeploymentAnyTeam, listPhases } from './store.ts';
 
 const TEAM = 'team_t';
@@ -76,6 +77,7 @@ describe('deployments across replicas on one Postgres', { skip: tier('postgres')
   const engines: DeploymentEngine[] = [];
   const links: ReturnType<typeof cut>[] = [];
   const written: Frame[][] = [];
+  const dispatchers: Dispatcher[] = [];
   /** Phases running now, per environment, and the most ever running at once. */
   const active = new Map<string, number>();
   let most = 0;
@@ -84,7 +86,11 @@ describe('deployments across replicas on one Postgres', { skip: tier('postgres')
 
   const kind: KindDef<unknown> = {
     kind: 'snapshot',
-    params: Type.Object({ hold: Type.Optional(Type.Boolean()), send: Type.Optional(Type.Boolean()) }),
+    params: Type.Object({
+      hold: Type.Optional(Type.Boolean()),
+      send: Type.Optional(Type.Boolean()),
+      fail: Type.Optional(Type.Boolean()),
+    }),
     phases: [
       {
         name: 'work',
@@ -104,6 +110,7 @@ describe('deployments across replicas on one Postgres', { skip: tier('postgres')
                 ctx.signal,
               );
             if (ctx.params.hold) await holds.get(ctx.dep.ID)?.opened;
+            if (ctx.params.fail) throw new Error('it failed');
             // A few round trips to the database, so overlapping runs would overlap here.
             for (let i = 0; i < 3; i++) await ctx.env().catch(() => null);
             return { replica: 'done' };
@@ -113,13 +120,18 @@ describe('deployments across replicas on one Postgres', { skip: tier('postgres')
         },
       },
     ],
-    verdict: async (_ctx, failure) => ({ status: failure ? 'failed' : 'succeeded', evidence: null }),
+    // A failed one cleans up on the host, as a first deploy's verdict does.
+    verdict: async (ctx, failure) => {
+      if (failure && ctx.params.fail) await send(ctx, TARGET, ctx.dep.EnvID, 'env.destroy', {});
+      return { status: failure ? 'failed' : 'succeeded', evidence: null };
+    },
   };
 
   const engineOn = (db: Db, i: number) => {
     const replica = `rep_${'ab'[i]}`;
     // As main.ts wires them: the dispatcher records the engine's replica as each command's origin.
     const dispatcher = new Dispatcher(db, undefined, undefined, undefined, undefined, { replica });
+    dispatchers[i] = dispatcher;
     written[i] = [];
     // The host's stream is on this replica; it takes commands and answers none by itself.
     dispatcher.connected({
@@ -294,6 +306,51 @@ describe('deployments across replicas on one Postgres', { skip: tier('postgres')
     assert.deepEqual(await getDeploymentAnyTeam(dbs[1], dep.deployment.ID), out);
     // Both replicas are alive past the lease bound (every lease timer has fired).
     await alive.assertNothingEscapedAfter(LEASE_MS);
+    assert.equal(b.owners.runs(dep.deployment.ID), false);
+  });
+
+  test("an adopted deployment's verdict sends its cleanup under the id the dead replica used: the host runs it once", async () => {
+    const [a, b] = engines;
+    const dep = await submit(a, 'env_verdict', { fail: true });
+    const destroys = (i: number) => written[i].filter((f) => f.kind === 'env.destroy');
+    // A's verdict sent the cleanup; the host has not answered when A stops renewing.
+    await until(() => destroys(0).length === 1, "A's verdict to send its cleanup");
+    const id = destroys(0)[0].command_id as string;
+    try {
+      links[0].state.failing = /lease_until/;
+      await until(() => destroys(1).length === 1, "B's verdict to send its cleanup");
+      const again = destroys(1)[0].command_id as string;
+      // The host answers what B sent (whichever id), so nothing is left waiting if the ids differ.
+      dispatchers[1].received({
+        hostId: TARGET.hostId,
+        teamId: TEAM,
+        frame: frame('result', { command_id: again, ok: true, payload: { destroyed: 'env_verdict' } }),
+      });
+      assert.equal(again, id, 'the same command, which the host answers from what it kept');
+      const out = await finished(dep.deployment.ID);
+      assert.equal(out.Status, 'failed');
+      assert.equal(out.Error, 'work: it failed');
+      const rows = await dbs[1].all<{ id: string; status: string; origin: string }>(
+        "SELECT id, status, origin FROM commands WHERE env_id = 'env_verdict' AND kind = 'env.destroy'",
+      );
+      assert.deepEqual(
+        rows.map((r) => ({ ...r })),
+        [{ id, status: 'succeeded', origin: 'rep_b' }],
+      );
+    } finally {
+      // A gets its database back and finds the deployment B's: its run stops, whatever failed above.
+      links[0].state.failing = null;
+      await until(async () => {
+        await new Promise((r) => setTimeout(r, LEASE_MS / 3));
+        return !a.owners.runs(dep.deployment.ID);
+      }, 'A to stop its run');
+      await a.idle();
+    }
+    // A's cancelled wait wrote nothing over the outcome B recorded.
+    assert.equal(
+      (await dbs[1].get<{ status: string }>('SELECT status FROM commands WHERE id = ?', [id]))?.status,
+      'succeeded',
+    );
     assert.equal(b.owners.runs(dep.deployment.ID), false);
   });
 });

@@ -1,6 +1,7 @@
 // The commands table: every command is recorded before it is written to a stream, and exactly
 // one outcome is stored on its row. `finishCommand` only changes a row that has not finished,
 // so a late or duplicate result for an already-completed command id changes nothing.
+import { newId, PREFIX } from '../../protocol/ids.ts';
 import { json, now, type Queryable, updateColumns } from '../db/types.ts';
 
 export type CommandStatus = 'sent' | 'acked' | 'succeeded' | 'failed';
@@ -43,6 +44,36 @@ export async function insertCommand(q: Queryable, c: NewCommand): Promise<void> 
      VALUES (?, ?, ?, ?, ?, ?, 'sent', ?, ?)`,
     [c.id, c.hostId, c.envId, c.teamId, c.kind, json(c.payload), now(), c.origin ?? ''],
   );
+}
+
+/**
+ * Records a command whose id is stable (a deployment verdict's, kind.ts `commandId`). A row of
+ * that id that failed without the host's word (the replica waiting for it died, it timed out or
+ * was cancelled) is opened again for this send: the host answers a resent id from what it kept
+ * (or joins the run still going), never running it twice. One that succeeded gives its result,
+ * nothing is sent. Any other (the host failed it, another replica still waits for it): a new id.
+ */
+export async function recordStable(
+  q: Queryable,
+  c: NewCommand,
+): Promise<{ id: string } | { id: string; result: unknown }> {
+  const opened = await q.get(
+    `INSERT INTO commands (id, host_id, env_id, team_id, kind, payload, status, created_at, origin)
+     VALUES (?, ?, ?, ?, ?, ?, 'sent', ?, ?)
+     ON CONFLICT (id) DO UPDATE SET status = 'sent', result = NULL, error = '', error_type = '',
+       acked_at = NULL, finished_at = NULL, holder = '', origin = excluded.origin, created_at = excluded.created_at
+     WHERE commands.status = 'failed' AND commands.error_type IN ('', 'host_gone', 'timeout', 'cancelled')
+       AND commands.host_id = excluded.host_id AND commands.kind = excluded.kind
+     RETURNING id`,
+    [c.id, c.hostId, c.envId, c.teamId, c.kind, json(c.payload), now(), c.origin ?? ''],
+  );
+  if (opened) return { id: c.id };
+  const had = await getCommand(q, c.id);
+  if (had?.status === 'succeeded' && had.host_id === c.hostId && had.kind === c.kind)
+    return { id: c.id, result: had.result === null ? {} : JSON.parse(had.result) };
+  const id = newId(PREFIX.command);
+  await insertCommand(q, { ...c, id });
+  return { id };
 }
 
 export async function markAcked(q: Queryable, id: string, at: string = now()): Promise<void> {

@@ -17,7 +17,7 @@ import { now } from '../db/types.ts';
 import { COMMAND_FAILURE_STATUS, SvcError } from '../errors.ts';
 import { appendEvent, type LiveEvents } from '../events/store.ts';
 import { commandFinished } from '../metrics/channels.ts';
-import { finishCommand, getCommand, insertCommand, markAcked } from './command-store.ts';
+import { finishCommand, getCommand, insertCommand, markAcked, recordStable } from './command-store.ts';
 import type { HostFrame, HostGone, HostHello } from './hub-events.ts';
 import { checkResult, MalformedResult } from './result-check.ts';
 
@@ -197,13 +197,15 @@ export class Dispatcher extends Emitter<DispatcherEvents> {
     timeoutMs: number = this.defaultTimeoutMs,
     signal?: AbortSignal,
     lane?: string,
+    /** A stable id (a deployment verdict's command): see command-store.ts recordStable. */
+    commandId?: string,
   ): Promise<Results[K]> {
     // Live-process kinds act on running processes at once, beside the environment's queue.
     const key = envId && !LIVE_KINDS.has(kind) ? `${target.hostId}/${envId}` : '';
     const turn = lane ? this.#laneTurn(`${target.hostId}/${lane}`) : undefined;
     const exec = () => {
       if (signal?.aborted) throw cancelled(kind, signal);
-      return this.#execute(target, envId, kind, payload, timeoutMs, signal, turn);
+      return this.#execute(target, envId, kind, payload, timeoutMs, signal, turn, commandId);
     };
     try {
       const result = await this.#queue.run(key, exec, signal);
@@ -235,28 +237,27 @@ export class Dispatcher extends Emitter<DispatcherEvents> {
     timeoutMs: number,
     signal?: AbortSignal,
     turn?: { before: Promise<void>; written: () => void; key?: string },
+    commandId?: string,
   ) {
-    const id = newId(PREFIX.command);
+    let id = commandId ?? newId(PREFIX.command);
     const t0 = Date.now();
     let ok = false;
-    const row = {
-      id,
-      hostId: target.hostId,
-      envId,
-      teamId: target.teamId,
-      kind,
-      payload,
-      origin: this.#replica,
-    };
+    const { hostId, teamId } = target;
+    const row = { id, hostId, envId, teamId, kind, payload, origin: this.#replica };
     this.#inFlight++;
     let outcome: Promise<unknown>;
     try {
-      await this.#rows.write((q) => insertCommand(q, row));
+      const had = await this.#rows.write((q) =>
+        commandId ? recordStable(q, row) : insertCommand(q, row).then(() => undefined),
+      );
+      if (had) id = row.id = had.id;
       await turn?.before;
       outcome =
-        target.kind === 'sidecar'
-          ? this.#overStream(id, target, envId, kind, payload, turn?.key)
-          : this.#viaDriver(id, target, envId, kind, payload);
+        had && 'result' in had
+          ? Promise.resolve(had.result)
+          : target.kind === 'sidecar'
+            ? this.#overStream(id, target, envId, kind, payload, turn?.key)
+            : this.#viaDriver(id, target, envId, kind, payload);
     } catch (err) {
       this.#inFlight--;
       throw err;

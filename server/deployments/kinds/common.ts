@@ -47,7 +47,8 @@ export async function send<K extends CommandKind>(
   payload: Payloads[K],
   timeoutMs?: number,
 ): Promise<Results[K]> {
-  return ctx.deps.dispatcher.run(target, envId, kind, payload, timeoutMs, ctx.signal);
+  const id = ctx.commandId?.(kind, payload);
+  return ctx.deps.dispatcher.run(target, envId, kind, payload, timeoutMs, ctx.signal, undefined, id);
 }
 
 export const tookMs = (ctx: AnyPhaseContext): number => Date.now() - ctx.startedAt;
