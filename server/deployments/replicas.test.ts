@@ -316,40 +316,39 @@ describe('deployments across replicas on one Postgres', { skip: tier('postgres')
     // A's verdict sent the cleanup; the host has not answered when A stops renewing.
     await until(() => destroys(0).length === 1, "A's verdict to send its cleanup");
     const id = destroys(0)[0].command_id as string;
+    let again = '';
     try {
       links[0].state.failing = /lease_until/;
       await until(() => destroys(1).length === 1, "B's verdict to send its cleanup");
-      const again = destroys(1)[0].command_id as string;
-      // The host answers what B sent (whichever id), so nothing is left waiting if the ids differ.
-      dispatchers[1].received({
-        hostId: TARGET.hostId,
-        teamId: TEAM,
-        frame: frame('result', { command_id: again, ok: true, payload: { destroyed: 'env_verdict' } }),
-      });
-      assert.equal(again, id, 'the same command, which the host answers from what it kept');
-      const out = await finished(dep.deployment.ID);
-      assert.equal(out.Status, 'failed');
-      assert.equal(out.Error, 'work: it failed');
-      const rows = await dbs[1].all<{ id: string; status: string; origin: string }>(
-        "SELECT id, status, origin FROM commands WHERE env_id = 'env_verdict' AND kind = 'env.destroy'",
-      );
-      assert.deepEqual(
-        rows.map((r) => ({ ...r })),
-        [{ id, status: 'succeeded', origin: 'rep_b' }],
-      );
-    } finally {
-      // A gets its database back and finds the deployment B's: its run stops, whatever failed above.
+      again = destroys(1)[0].command_id as string;
+      // A gets its database back while B waits for the host: A finds the deployment B's, stops its
+      // run and gives up its own wait for the cleanup, writing nothing over the row B reopened.
       links[0].state.failing = null;
       await until(async () => {
         await new Promise((r) => setTimeout(r, LEASE_MS / 3));
         return !a.owners.runs(dep.deployment.ID);
       }, 'A to stop its run');
       await a.idle();
+    } finally {
+      links[0].state.failing = null;
+      // The host answers what B sent (whichever id), so nothing is left waiting if a check fails.
+      if (again)
+        dispatchers[1].received({
+          hostId: TARGET.hostId,
+          teamId: TEAM,
+          frame: frame('result', { command_id: again, ok: true, payload: { destroyed: 'env_verdict' } }),
+        });
     }
-    // A's cancelled wait wrote nothing over the outcome B recorded.
-    assert.equal(
-      (await dbs[1].get<{ status: string }>('SELECT status FROM commands WHERE id = ?', [id]))?.status,
-      'succeeded',
+    assert.equal(again, id, 'the same command, which the host answers from what it kept');
+    const out = await finished(dep.deployment.ID);
+    assert.equal(out.Status, 'failed');
+    assert.equal(out.Error, 'work: it failed');
+    const rows = await dbs[1].all<{ id: string; status: string; origin: string }>(
+      "SELECT id, status, origin FROM commands WHERE env_id = 'env_verdict' AND kind = 'env.destroy'",
+    );
+    assert.deepEqual(
+      rows.map((r) => ({ ...r })),
+      [{ id, status: 'succeeded', origin: 'rep_b' }],
     );
     assert.equal(b.owners.runs(dep.deployment.ID), false);
   });

@@ -80,12 +80,16 @@ export async function markAcked(q: Queryable, id: string, at: string = now()): P
   await updateColumns(q, 'commands', { status: 'acked', acked_at: at }, "id = ? AND status = 'sent'", [id]);
 }
 
-/** Stores the one outcome of a command. Returns false when the command had already finished. */
+/**
+ * Stores the one outcome of a command. Returns false when the command had already finished, or
+ * (`origin` given) when another replica waits for it now (it reopened the row: recordStable).
+ */
 export async function finishCommand(
   q: Queryable,
   id: string,
   outcome: { ok: true; result: unknown } | { ok: false; error: string; type?: string },
   ackedAt?: string,
+  origin?: string,
 ): Promise<boolean> {
   const changed = await updateColumns(
     q,
@@ -98,8 +102,8 @@ export async function finishCommand(
       acked_at: ackedAt,
       finished_at: now(),
     },
-    'id = ? AND finished_at IS NULL',
-    [id],
+    origin === undefined ? 'id = ? AND finished_at IS NULL' : 'id = ? AND finished_at IS NULL AND origin = ?',
+    origin === undefined ? [id] : [id, origin],
   );
   return changed > 0;
 }

@@ -276,7 +276,7 @@ export class Dispatcher extends Emitter<DispatcherEvents> {
       const result = checkResult(kind, await limited);
       const acked = this.#takeAck(id);
       if (!this.#remote?.finishedElsewhere(id))
-        await this.#rows.write((q) => finishCommand(q, id, { ok: true, result }, acked));
+        await this.#rows.write((q) => finishCommand(q, id, { ok: true, result }, acked, this.#replica));
       ok = true;
       return result;
     } catch (err) {
@@ -284,7 +284,9 @@ export class Dispatcher extends Emitter<DispatcherEvents> {
       const acked = this.#takeAck(id);
       const type = err instanceof CommandError ? err.type : undefined;
       if (!this.#remote?.finishedElsewhere(id))
-        await this.#rows.write((q) => finishCommand(q, id, { ok: false, error: message, type }, acked));
+        await this.#rows.write((q) =>
+          finishCommand(q, id, { ok: false, error: message, type }, acked, this.#replica),
+        );
       throw err instanceof CommandError
         ? err
         : new CommandError(err instanceof MalformedResult ? 'malformed' : 'host_error', message, id);
