@@ -10,6 +10,7 @@ import { healthyBefore as checkHealthyBefore } from '../docker/health.ts';
 import { SPARE_READY_WAIT_MS } from '../docker/spare.ts';
 import type { CommandContext } from '../runner.ts';
 import { primeSpare } from './pause.ts';
+import { assertQuiet, quietVolumes, VolumesChanged } from './quiet.ts';
 
 export const POST_SNAPSHOT_HEALTH_MS = 90_000;
 
@@ -17,12 +18,37 @@ export async function envSnapshot(
   ctx: SidecarContext,
   cmd: CommandContext<'env.snapshot'>,
 ): Promise<Results['env.snapshot']> {
-  const { name, keep_paused: keep = [] } = cmd.payload;
   const spec = await requireSpec(ctx, cmd.envId);
+  // Volumes that are empty and untouched (a sandbox just created) are captured without the
+  // database checkpoints and the freeze, and proven unchanged across the copy (quiet.ts).
+  const quietPossible = spec.volumes.length > 0 && spec.runtime !== 'gvisor' && ctx.storage.kind !== 'zfs';
+  const t0 = performance.now();
+  const paths = spec.volumes.map((v) => ctx.storage.volumePath(cmd.envId, v));
+  const quiet = quietPossible ? await quietVolumes(paths) : null;
+  const quietMs = performance.now() - t0;
+  if (!quiet) return take(ctx, cmd, spec, null, quietMs);
+  try {
+    return await take(ctx, cmd, spec, quiet, quietMs);
+  } catch (err) {
+    if (!(err instanceof VolumesChanged)) throw err;
+    cmd.progress(`${err.message}: captured again, frozen`);
+    return take(ctx, cmd, spec, null, quietMs);
+  }
+}
+
+async function take(
+  ctx: SidecarContext,
+  cmd: CommandContext<'env.snapshot'>,
+  spec: Awaited<ReturnType<typeof requireSpec>>,
+  quiet: Awaited<ReturnType<typeof quietVolumes>>,
+  quietMs: number,
+): Promise<Results['env.snapshot']> {
+  const { name, keep_paused: keep = [] } = cmd.payload;
   const stack = stackOf(ctx, cmd.envId, spec);
   const engine = stack.engine;
   const timings = new Timings();
   const t0 = performance.now();
+  if (quietMs >= 0.5) timings.add('quiet_check', quietMs);
 
   // Databases flush to disk first, so the captured files are what a clean restart expects.
   // Health is checked while the databases checkpoint, so after the thaw only what changed since
@@ -40,7 +66,7 @@ export async function envSnapshot(
   // `volumes: []`) has nothing a container could change under the capture, so nothing is
   // checkpointed or frozen for it: only services to be left paused (`keep_paused`) are paused, and
   // what was paused before and is not kept is thawed, as after any capture.
-  const freezes = spec.volumes.length > 0;
+  const freezes = spec.volumes.length > 0 && !quiet;
   const pauses = (c: { service: string; state: string }) =>
     c.state === 'running' && (freezes || keep.includes(c.service));
   let consistent = true;
@@ -103,7 +129,11 @@ export async function envSnapshot(
   };
   try {
     await ctx.hold?.('env.snapshot:frozen', cmd.id);
-    datasets = await timings.step('capture', () => ctx.storage.snapshot(cmd.envId, name, spec.volumes, thaw));
+    // Quiet volumes are checked unchanged before the copy is published; a change discards it.
+    const captured = quiet ? () => assertQuiet(quiet).then(thaw) : thaw;
+    datasets = await timings.step('capture', () =>
+      ctx.storage.snapshot(cmd.envId, name, spec.volumes, captured),
+    );
   } finally {
     await thaw();
   }
