@@ -1,10 +1,12 @@
 // Active health on a real engine: the sidecar starts dependants the moment their dependencies'
 // own checks pass (not at Docker's next `interval`), in order, and a failing check still fails.
 import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { BUSYBOX_IMAGE, ensureTestImages } from '../../test/support/images.ts';
 import { tier } from '../../test/support/tiers.ts';
-import { durationMs, exitFailure, oneShots, probeCommand } from './active-health.ts';
+import { durationMs, exitFailure, oneShots, probeCommand, startActive } from './active-health.ts';
 import { StackUnhealthy } from './errors.ts';
 import { cleanupTestEnvs, IDLE, svc, testEnv } from './testing.ts';
 
@@ -154,5 +156,31 @@ describe('active health on a real engine', { skip }, () => {
       ],
     });
     await assert.rejects(env.stack.up(120), /service 'dies' exited with code 3[\s\S]*bye/);
+  });
+
+  it('a deferred stay-up window: the start answers while it is open; an exit inside it rejects the watch', async () => {
+    const env = await testEnv('ahd', {
+      egress: 'allow',
+      volumes: ['gate'],
+      services: [
+        svc('leaf', BUSYBOX_IMAGE, {
+          volumes: ['gate:/w'],
+          command: ['sh', '-c', 'until [ -f /w/go ]; do sleep 0.05; done; echo gone; exit 3'],
+        }),
+      ],
+    });
+    await env.stack.up(120);
+    const [leaf] = await env.stack.engine.containers();
+    await env.stack.engine.docker.getContainer(leaf.id).stop({ t: 0 });
+    // A window far longer than the test: only an exit can end it.
+    const { stayUp } = await startActive(env.stack.engine, env.stack.spec.services, {
+      timeoutMs: 120_000,
+      deferStayUp: true,
+      stayUpMs: 600_000,
+    });
+    assert.ok(stayUp, 'answered inside the window');
+    assert.equal((await env.stack.engine.inspect('leaf')).State.Running, true);
+    writeFileSync(join(env.paths.gate, 'go'), '');
+    await assert.rejects(stayUp, /service 'leaf' exited with code 3[\s\S]*gone/);
   });
 });

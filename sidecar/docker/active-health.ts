@@ -80,6 +80,10 @@ interface Track {
   lastOutput: string;
   /** Exited 0 (a one-shot's completion). */
   completed: boolean;
+  /** Seen running (not paused) by the latest look. */
+  running: boolean;
+  /** How long it must stay up when it has no check. */
+  stayUpMs: number;
 }
 
 export interface ActiveStartOptions {
@@ -88,6 +92,22 @@ export interface ActiveStartOptions {
   onStart?: (service: string) => void;
   /** Called once per service when it may be depended on. */
   onReady?: (service: string) => void;
+  /**
+   * A service without a check that no service of this start waits for is handed back once it
+   * runs, inside its stay-up window: the window is then watched by `stayUp` (see startActive).
+   */
+  deferStayUp?: boolean;
+  /** The stay-up window of a service without a check; PROBE_EVERY_MS unless a test widens it. */
+  stayUpMs?: number;
+}
+
+export interface ActiveStart {
+  /**
+   * Settles once every deferred service has stayed up its window, or rejects as the start would
+   * have (its exit code and logs); null when nothing was deferred. Never left unobserved: a
+   * rejection is handled here, and the caller awaits it before the stack counts as healthy.
+   */
+  stayUp: Promise<void> | null;
 }
 
 /**
@@ -136,7 +156,7 @@ export async function startActive(
   engine: DockerEngine,
   services: ServiceRecord[],
   opts: ActiveStartOptions,
-): Promise<void> {
+): Promise<ActiveStart> {
   const deadline = Date.now() + opts.timeoutMs;
   const containers = await engine.containers();
   const completes = oneShots(services);
@@ -154,6 +174,8 @@ export async function startActive(
       probing: false,
       lastOutput: '',
       completed: false,
+      running: false,
+      stayUpMs: opts.stayUpMs ?? PROBE_EVERY_MS,
     });
   }
   const fail = async (t: Track, why: string): Promise<never> => {
@@ -177,6 +199,16 @@ export async function startActive(
     t.phase = 'ready';
     opts.onReady?.(t.svc.name);
   };
+  // The stay-up window proves a command did not fail at once; nothing needs it to be over to start
+  // (no dependant waits on it), so its end can be watched while the caller goes on.
+  const waitedOn = new Set(services.flatMap((s) => Object.keys(s.depends_on)));
+  const deferred = (t: Track) =>
+    opts.deferStayUp === true &&
+    t.phase === 'started' &&
+    t.running &&
+    !probeCommand(t.svc.health) &&
+    !completes.has(t.svc.name) &&
+    !waitedOn.has(t.svc.name);
 
   for (;;) {
     // Everything that may start now starts at once (Docker starts containers in parallel).
@@ -197,7 +229,14 @@ export async function startActive(
     const started = [...tracks.values()].filter((t) => t.phase !== 'waiting');
     const readyBefore = started.filter((t) => t.phase === 'ready').length;
     await Promise.all(started.map((t) => observe(engine, t, completes, fail, ready)));
-    if ([...tracks.values()].every((t) => t.phase === 'ready')) return;
+    if ([...tracks.values()].every((t) => t.phase === 'ready' || deferred(t))) {
+      const rest = [...tracks.values()].filter((t) => t.phase !== 'ready');
+      return {
+        stayUp: rest.length
+          ? watchStayUp(rest, opts.timeoutMs, (t) => observe(engine, t, completes, fail, ready), completes)
+          : null,
+      };
+    }
     // A service just became ready: its dependants start now, not a probe interval later.
     if (started.filter((t) => t.phase === 'ready').length > readyBefore) continue;
     if (Date.now() >= deadline) {
@@ -212,6 +251,29 @@ export async function startActive(
   }
 }
 
+/** Looks at each deferred service when its window ends, until every one is ready (or fails). */
+function watchStayUp(
+  rest: Track[],
+  timeoutMs: number,
+  look: (t: Track) => Promise<void>,
+  completes: ReadonlySet<string>,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  const watched = (async () => {
+    for (;;) {
+      await sleep(nextLook(rest, completes));
+      await Promise.all(rest.map(look));
+      if (rest.every((t) => t.phase === 'ready')) return;
+      if (Date.now() >= deadline)
+        throw new StackUnhealthy(
+          `service '${rest.find((t) => t.phase !== 'ready')?.svc.name}' did not stay up`,
+        );
+    }
+  })();
+  watched.catch(() => {}); // the caller awaits it; an unobserved rejection must not end the process
+  return watched;
+}
+
 /**
  * How long until the next look: a service without a check is ready once it has stayed up one
  * probe interval, so its look is due at that moment, not a whole interval after the previous look
@@ -222,7 +284,7 @@ function nextLook(tracks: Iterable<Track>, completes: ReadonlySet<string>): numb
   for (const t of tracks) {
     if (t.phase !== 'started' || probeCommand(t.svc.health) || completes.has(t.svc.name)) continue;
     // Past it (a container that is not running yet, say): the interval as before, never a spin.
-    const due = t.startedAt + PROBE_EVERY_MS - Date.now();
+    const due = t.startedAt + t.stayUpMs - Date.now();
     if (due > 0) wait = Math.min(wait, due);
   }
   return wait;
@@ -249,6 +311,7 @@ async function observe(
     t.completed = true;
     return ready(t);
   }
+  t.running = st.Status === 'running' && !st.Paused;
   if (t.phase === 'ready') return;
   if (st.Paused) return ready(t);
   if (st.Status !== 'running') return;
@@ -258,7 +321,7 @@ async function observe(
     // A one-shot is ready only when it has exited 0; running is not enough for its dependants.
     // Anything else without a check must stay up one probe interval, so a command that fails at
     // once is reported as an exit rather than passing as started.
-    if (!completes.has(t.svc.name) && Date.now() - t.startedAt >= PROBE_EVERY_MS) return ready(t);
+    if (!completes.has(t.svc.name) && Date.now() - t.startedAt >= t.stayUpMs) return ready(t);
     return;
   }
   if (st.Health?.Status === 'unhealthy' && st.Health.FailingStreak > 0)

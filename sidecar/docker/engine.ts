@@ -50,6 +50,11 @@ export class EngineState {
    * where a listing waits behind whatever else the engine is doing (a pool refill's fork).
    */
   readonly held = new Map<string, ServiceContainer[]>();
+  /**
+   * The stay-up windows an env.create left open, by environment id (handlers/stay-up.ts): each
+   * settles when its check-less containers have stayed up, or rejects with why one did not.
+   */
+  readonly stayUps = new Map<string, Promise<void>>();
 }
 
 /** A client of the local engine (DOCKER_HOST, else /var/run/docker.sock); the context keeps one. */

@@ -110,14 +110,16 @@ export class Stack {
    * Two steps: the containers are (re)created first without starting (`--force-recreate`; Docker
    * copies an image's content and owner into an empty volume at create time), then `beforeStart`
    * runs (e.g. giving a fresh volume to the service's non-root user), then the sidecar starts them
-   * itself in dependency order, checking health actively (active-health.ts).
+   * itself in dependency order, checking health actively (active-health.ts). With `deferStayUp`
+   * a check-less service may still be inside its stay-up window: `stayUp` says when it is over.
    */
   async up(
     timeoutSec = 600,
     beforeStart?: () => Promise<void>,
     onStart?: (service: string) => void,
     timings = new Timings(),
-  ): Promise<{ started_in: number }> {
+    deferStayUp = false,
+  ): Promise<{ started_in: number; stayUp: Promise<void> | null }> {
     await timings.step('stage_binds', () => this.stage());
     await timings.step('render', () => this.write());
     const started = Date.now();
@@ -141,10 +143,10 @@ export class Stack {
     }
     if (beforeStart) await timings.step('before_start', beforeStart);
     const left = timeoutSec * 1000 - (Date.now() - started);
-    await timings.step('start_health', () =>
-      startActive(this.engine, this.spec.services, { timeoutMs: Math.max(left, 1000), onStart }),
+    const { stayUp } = await timings.step('start_health', () =>
+      startActive(this.engine, this.spec.services, { timeoutMs: Math.max(left, 1000), onStart, deferStayUp }),
     );
-    return { started_in: Date.now() - started };
+    return { started_in: Date.now() - started, stayUp };
   }
 
   /**

@@ -8,7 +8,7 @@ import { envDir, loadSpec, pooled, type SidecarContext, stackOf } from '../conte
 import { fsList, fsMkdir, fsMove, fsRemove, fsStat } from '../fs/ops.ts';
 import { fsRead, fsWrite } from '../fs/transfer.ts';
 import { fsWatch } from '../fs/watch.ts';
-import type { Handlers } from '../runner.ts';
+import type { CommandContext, Handlers } from '../runner.ts';
 import { verifyCollect } from '../verify/collect.ts';
 import { verifyRun } from '../verify/run.ts';
 import { envDestroy } from './destroy.ts';
@@ -17,9 +17,10 @@ import { envPause, envUnpause } from './pause.ts';
 import { processHandlers } from './processes.ts';
 import { envSnapshot } from './snapshot.ts';
 import { envCreate, envFork, envRollback } from './stack-ops.ts';
+import { dropStayUp, settleStayUp } from './stay-up.ts';
 
 export function handlers(ctx: SidecarContext, capabilities: () => Promise<Capabilities>): Handlers {
-  return {
+  return afterStayUp(ctx, {
     'host.report': (cmd) => hostReport(ctx, cmd, capabilities),
     'env.create': (cmd) => pooled(ctx, 'setup', cmd, () => envCreate(ctx, cmd)),
     'env.snapshot': (cmd) => envSnapshot(ctx, cmd),
@@ -42,7 +43,33 @@ export function handlers(ctx: SidecarContext, capabilities: () => Promise<Capabi
     'fs.write': (cmd) => fsWrite(ctx, cmd),
     'fs.watch': (cmd) => fsWatch(ctx, cmd),
     ...(ctx.processes ? processHandlers(ctx.processes) : {}),
-  };
+  });
+}
+
+/** Kinds that replace or remove the stack: an open stay-up window of the old one says nothing. */
+const REPLACES = new Set(['env.create', 'env.rollback', 'env.destroy']);
+
+/**
+ * Every command of an environment waits for the stay-up window its create left open (stay-up.ts),
+ * but env.snapshot, which does its own work meanwhile and waits before it freezes or publishes.
+ */
+function afterStayUp(ctx: SidecarContext, all: Handlers): Handlers {
+  const out: Record<string, (cmd: CommandContext) => Promise<unknown>> = {};
+  for (const [kind, handler] of Object.entries(all)) {
+    const run = handler as (cmd: CommandContext) => Promise<unknown>;
+    if (kind === 'env.snapshot') out[kind] = run;
+    else if (REPLACES.has(kind))
+      out[kind] = (cmd) => {
+        dropStayUp(ctx, cmd.envId);
+        return run(cmd);
+      };
+    else
+      out[kind] = async (cmd) => {
+        await settleStayUp(ctx, cmd.envId);
+        return run(cmd);
+      };
+  }
+  return out as Handlers;
 }
 
 /**

@@ -11,6 +11,7 @@ import { SPARE_READY_WAIT_MS } from '../docker/spare.ts';
 import type { CommandContext } from '../runner.ts';
 import { primeSpare } from './pause.ts';
 import { assertQuiet, quietVolumes, VolumesChanged } from './quiet.ts';
+import { settleStayUp } from './stay-up.ts';
 
 export const POST_SNAPSHOT_HEALTH_MS = 90_000;
 
@@ -89,9 +90,16 @@ async function take(
   const spareReady = async () => {
     if (spare) await timings.step('spare', () => settledWithin(spare, SPARE_READY_WAIT_MS));
   };
+  // A create just before may have left its containers' stay-up window open (stay-up.ts): a
+  // capture is never published, nor a stack frozen, before the window has passed.
+  const stayUp = async () => {
+    if (ctx.engineState.stayUps.has(cmd.envId))
+      await timings.step('stay_up', () => settleStayUp(ctx, cmd.envId));
+  };
   const pausing = freezes || keep.length > 0;
   if (pausing) await spareReady();
   await timings.step('flush', async () => ctx.storage.prepareSnapshot?.(cmd.envId, name, spec.volumes));
+  if (pausing) await stayUp();
   const before = await engine.containers();
   const toPause = before.filter(pauses);
   const toThaw = before.filter((c) => (c.state === 'paused' || pauses(c)) && !keep.includes(c.service));
@@ -130,7 +138,11 @@ async function take(
   try {
     await ctx.hold?.('env.snapshot:frozen', cmd.id);
     // Quiet volumes are checked unchanged before the copy is published; a change discards it.
-    const captured = quiet ? () => assertQuiet(quiet).then(thaw) : thaw;
+    const captured = async () => {
+      await stayUp();
+      if (quiet) await assertQuiet(quiet);
+      await thaw();
+    };
     datasets = await timings.step('capture', () =>
       ctx.storage.snapshot(cmd.envId, name, spec.volumes, captured),
     );
@@ -142,6 +154,7 @@ async function take(
     `captured ${datasets.length} dataset${datasets.length === 1 ? '' : 's'}; frozen for ${frozenFor} ms`,
   );
   await timings.step('health_after', () => healthy);
+  await stayUp(); // a storage layer that did not say when it captured
   if (!pausing) await spareReady();
   return { snapshot: name, datasets, frozen_for: frozenFor, consistent, timings: timings.ms };
 }

@@ -24,6 +24,7 @@ import { checkProjectFields, contextFiles, contextOf, ensureContext } from '../d
 import type { Stack } from '../docker/stack.ts';
 import { refuseRootAgent, refuseRootProcess } from '../docker/users.ts';
 import type { CommandContext } from '../runner.ts';
+import { holdStayUp } from './stay-up.ts';
 
 /**
  * Docker gives an empty volume the owner of the image's directory at the mount point when it
@@ -120,6 +121,7 @@ async function startStack(
   spec: SavedSpec,
   paths: Record<string, string>,
   timings = new Timings(),
+  deferStayUp = false,
 ) {
   await ownFreshVolumes(spec.services, paths);
   // Relative binds are pinned and staged by `up` itself, on every start (bind-staging.ts).
@@ -144,8 +146,9 @@ async function startStack(
     probe.catch(() => {}); // awaited below
   };
   let started_in: number;
+  let stayUp: Promise<void> | null;
   try {
-    ({ started_in } = await stack.up(600, beforeStart, probeNow, timings));
+    ({ started_in, stayUp } = await stack.up(600, beforeStart, probeNow, timings, deferStayUp));
   } catch (err) {
     // A leak stops the stack, which fails the health wait: the leak is the reason to report.
     const probed = await probe?.catch((e: unknown) => e);
@@ -154,7 +157,7 @@ async function startStack(
   if (spec.agent) await refuseRootProcess(stack.engine, spec.agent);
   const report = await verifiedEgress(stack, ctx, probe, timings);
   cmd.progress(`healthy; egress ${report.verdict}`);
-  return { stack, started_in, egress: report.verdict };
+  return { stack, started_in, egress: report.verdict, stayUp };
 }
 
 /**
@@ -222,10 +225,14 @@ async function createWith(ctx: SidecarContext, cmd: CommandContext<'env.create'>
   const paths = await timings.step('storage_prepare', () => ctx.storage.prepare(cmd.envId, spec.volumes));
   try {
     await timings.step('project', () => prepareProject(ctx, cmd, spec, paths));
-    const { stack, started_in, egress } = await startStack(ctx, cmd, cmd.envId, spec, paths, timings);
+    // A create is always followed by the deploy's snapshot: the stay-up window of a check-less
+    // container is left to run beside it (stay-up.ts), not waited here.
+    const started = await startStack(ctx, cmd, cmd.envId, spec, paths, timings, true);
+    const { stack, started_in, egress } = started;
     const [endpoints, digests] = await timings.step('report', () =>
       Promise.all([stack.endpoints(), stack.digests()]),
     );
+    if (started.stayUp) holdStayUp(ctx, cmd.envId, started.stayUp);
     return {
       endpoints,
       started_in,
