@@ -155,6 +155,16 @@ async function startStack(
     throw probed instanceof EgressLeak ? probed : err;
   }
   if (spec.agent) await refuseRootProcess(stack.engine, spec.agent);
+  if (deferStayUp && spec.egress === 'allow') {
+    // An allowed network's probe only reports (its verdict is `allowed` whatever it reaches), so
+    // it finishes beside the snapshot with the stay-up window: a probe that cannot run still
+    // fails the deploy there. A denied network's verdict is awaited here, before any command.
+    const verified = verifiedEgress(stack, ctx, probe, timings);
+    const pending = Promise.all([stayUp, verified]).then(() => {});
+    pending.catch(() => {}); // awaited by the environment's next command (stay-up.ts)
+    cmd.progress('started; egress allowed (the probe ends beside the snapshot)');
+    return { stack, started_in, egress: 'allowed' as const, stayUp: pending };
+  }
   const report = await verifiedEgress(stack, ctx, probe, timings);
   cmd.progress(`healthy; egress ${report.verdict}`);
   return { stack, started_in, egress: report.verdict, stayUp };

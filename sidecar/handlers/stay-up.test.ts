@@ -1,7 +1,8 @@
 // The stay-up window a create leaves open (stay-up.ts) through the sidecar's handlers on real
 // Docker: a window that failed fails the environment's next commands and the snapshot publishes
 // nothing; a destroy still runs; a command that fails at once never gives a created and
-// snapshotted environment, whether the create or the snapshot sees its exit.
+// snapshotted environment, whether the create or the snapshot sees its exit; the probe of an
+// allowed network ends beside the snapshot, which fails when the probe could not run.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -73,6 +74,24 @@ describe('stay-up windows through the handlers', { skip: tier('docker'), timeout
       const exec = await run('env.exec', { service: 'main', cmd: ['true'] });
       assert.equal(exec.ok, false);
     } finally {
+      await run('env.destroy', {}).catch(() => {});
+    }
+  });
+
+  test('an allowed network whose probe cannot run: the create answers, the snapshot fails on it', async () => {
+    const envId = testEnvId('stayp');
+    const run = commandRunner(ctx, envId, 'stayp');
+    const probe = ctx.probe;
+    ctx.probe = { command: ['sh', '-c', 'echo probe-cannot-run >&2; exit 1'] };
+    try {
+      const created = await run('env.create', createPayload([svc('main', BUSYBOX_IMAGE)], ''));
+      assert.equal(created.ok, true, created.error);
+      assert.equal((created.payload as { egress: string }).egress, 'allowed');
+      const snap = await run('env.snapshot', { name: 'ver_p' });
+      assert.equal(snap.ok, false);
+      assert.match(snap.error ?? '', /probe-cannot-run/);
+    } finally {
+      ctx.probe = probe;
       await run('env.destroy', {}).catch(() => {});
     }
   });

@@ -2,8 +2,9 @@
 //
 // A service without a healthcheck counts as healthy once it has stayed up one probe interval
 // (active-health.ts): a command that fails at once is an exit, not a healthy service. env.create
-// answers once its containers run and the egress verdict is in, with that window possibly still
-// open; the verdict is kept here per environment. Every deploy follows its env.create with
+// answers once its containers run and a denied network's egress verdict is in, with that window
+// possibly still open (and an allowed network's probe, which only reports, still running); what
+// is pending is kept here per environment. Every deploy follows its env.create with
 // env.snapshot, which does its own work meanwhile and waits for the verdict before it freezes the
 // stack or publishes a capture (snapshot.ts); any other command of the environment waits for it
 // before it runs. So a deploy still succeeds only when the window passed, and no command but the
