@@ -55,6 +55,8 @@ export class EngineState {
    * settles when its check-less containers have stayed up, or rejects with why one did not.
    */
   readonly stayUps = new Map<string, Promise<void>>();
+  /** A fresh create's snapshot copied beside its start, by environment id (handlers/early-capture.ts). */
+  readonly early = new Map<string, { discard(): Promise<void> }>();
 }
 
 /** A client of the local engine (DOCKER_HOST, else /var/run/docker.sock); the context keeps one. */

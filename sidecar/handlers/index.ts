@@ -12,6 +12,7 @@ import type { CommandContext, Handlers } from '../runner.ts';
 import { verifyCollect } from '../verify/collect.ts';
 import { verifyRun } from '../verify/run.ts';
 import { envDestroy } from './destroy.ts';
+import { dropEarly } from './early-capture.ts';
 import { envExec, envGet, envPut, hostReport } from './io.ts';
 import { envPause, envUnpause } from './pause.ts';
 import { processHandlers } from './processes.ts';
@@ -46,7 +47,10 @@ export function handlers(ctx: SidecarContext, capabilities: () => Promise<Capabi
   });
 }
 
-/** Kinds that replace or remove the stack: an open stay-up window of the old one says nothing. */
+/**
+ * Kinds that replace or remove the stack: an open stay-up window of the old one says nothing, and
+ * its early copy (early-capture.ts) is not the snapshot anyone will ask for.
+ */
 const REPLACES = new Set(['env.create', 'env.rollback', 'env.destroy']);
 
 /**
@@ -59,8 +63,9 @@ function afterStayUp(ctx: SidecarContext, all: Handlers): Handlers {
     const run = handler as (cmd: CommandContext) => Promise<unknown>;
     if (kind === 'env.snapshot') out[kind] = run;
     else if (REPLACES.has(kind))
-      out[kind] = (cmd) => {
+      out[kind] = async (cmd) => {
         dropStayUp(ctx, cmd.envId);
+        await dropEarly(ctx, cmd.envId);
         return run(cmd);
       };
     else

@@ -135,3 +135,68 @@ describe('env.snapshot of quiet volumes', { skip: tier('docker'), timeout: 600_0
     assert.deepEqual(await forked('ver_written'), { a: 'hi\n', late: 'written' });
   });
 });
+
+describe('env.snapshot of a create’s early copy', { skip: tier('docker'), timeout: 600_000 }, () => {
+  let dir: string;
+  let ctx: SidecarContext;
+  const made: string[] = [];
+  before(async () => {
+    await ensureTestImages();
+    dir = mkdtempSync(join(tmpdir(), 'svc-early-'));
+    ctx = await testContext(join(dir, 'data'));
+  });
+  after(async () => {
+    for (const env of made) await ctx.storage.destroy(env).catch(() => {});
+    await unmountUnder(dir);
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** A fresh sandbox with an empty volume, created as version `version`, and its runner. */
+  async function fresh(tag: string, version: string) {
+    const envId = testEnvId(tag);
+    made.push(envId);
+    const run = commandRunner(ctx, envId, tag);
+    const r = await run('env.create', {
+      ...createPayload([svc('main', BUSYBOX_IMAGE, { volumes: ['work:/work'] })], ''),
+      version,
+      volumes: ['work'],
+    });
+    assert.equal(r.ok, true, r.error);
+    return { envId, run };
+  }
+  async function forkFiles(envId: string, snapshot: string): Promise<string[]> {
+    const to = `${envId}f`;
+    made.push(to);
+    return readdirSync((await ctx.storage.clone(envId, snapshot, to, ['work'])).work);
+  }
+
+  test('the version’s snapshot is the copy made while the container started: no second copy', async () => {
+    const { envId, run } = await fresh('early', 'ver_e1');
+    try {
+      const r = await run('env.snapshot', { name: 'ver_e1' });
+      assert.equal(r.ok, true, r.error);
+      const s = r.payload as Snap;
+      assert.ok(s.timings?.early_copy !== undefined, JSON.stringify(s.timings));
+      assert.equal(s.timings?.checkpoints, undefined);
+      assert.deepEqual(await forkFiles(envId, 'ver_e1'), []);
+    } finally {
+      await run('env.destroy', {}).catch(() => {});
+    }
+  });
+
+  test('a write after the copy discards it: the snapshot is taken frozen and holds the write', async () => {
+    const { envId, run } = await fresh('earlyw', 'ver_e2');
+    try {
+      const w = await run('env.exec', { service: 'main', cmd: ['sh', '-c', 'echo hi > /work/a'] });
+      assert.equal((w.payload as { exit_code: number }).exit_code, 0);
+      const r = await run('env.snapshot', { name: 'ver_e2' });
+      assert.equal(r.ok, true, r.error);
+      const s = r.payload as Snap;
+      assert.equal(s.timings?.early_copy, undefined, 'the early copy was not published');
+      assert.ok(s.timings?.checkpoints !== undefined, 'taken again, frozen');
+      assert.deepEqual(await forkFiles(envId, 'ver_e2'), ['a']);
+    } finally {
+      await run('env.destroy', {}).catch(() => {});
+    }
+  });
+});

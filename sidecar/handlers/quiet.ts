@@ -36,9 +36,14 @@ import { readdir, stat } from 'node:fs/promises';
 /** How long ago a quiet root must have last changed: many times the kernel's clock tick. */
 export const QUIET_AGE_MS = 50;
 
-interface Stamp {
+export interface Stamp {
   path: string;
   st: BigIntStats;
+}
+
+/** Whether a stack's volumes may be captured the quiet way at all (see the reasons above). */
+export function quietEligible(storageKind: string, spec: { volumes: string[]; runtime?: string }): boolean {
+  return spec.volumes.length > 0 && spec.runtime !== 'gvisor' && storageKind !== 'zfs';
 }
 
 /** The volumes changed while they were captured: the copy is not published. */

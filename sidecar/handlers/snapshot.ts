@@ -9,8 +9,9 @@ import { checkpointDatabases } from '../docker/checkpoint.ts';
 import { healthyBefore as checkHealthyBefore } from '../docker/health.ts';
 import { SPARE_READY_WAIT_MS } from '../docker/spare.ts';
 import type { CommandContext } from '../runner.ts';
+import { type EarlyCapture, takeEarly } from './early-capture.ts';
 import { primeSpare } from './pause.ts';
-import { assertQuiet, quietVolumes, VolumesChanged } from './quiet.ts';
+import { assertQuiet, quietEligible, quietVolumes, VolumesChanged } from './quiet.ts';
 import { settleStayUp } from './stay-up.ts';
 
 export const POST_SNAPSHOT_HEALTH_MS = 90_000;
@@ -22,14 +23,20 @@ export async function envSnapshot(
   const spec = await requireSpec(ctx, cmd.envId);
   // Volumes that are empty and untouched (a sandbox just created) are captured without the
   // database checkpoints and the freeze, and proven unchanged across the copy (quiet.ts).
-  const quietPossible = spec.volumes.length > 0 && spec.runtime !== 'gvisor' && ctx.storage.kind !== 'zfs';
+  const quietPossible = quietEligible(ctx.storage.kind, spec);
+  // The create may have copied them already while its containers started (early-capture.ts).
+  let early = takeEarly(ctx, cmd.envId);
+  if (early && (early.name !== cmd.payload.name || cmd.payload.keep_paused?.length || !quietPossible)) {
+    await early.discard();
+    early = undefined;
+  }
   const t0 = performance.now();
   const paths = spec.volumes.map((v) => ctx.storage.volumePath(cmd.envId, v));
-  const quiet = quietPossible ? await quietVolumes(paths) : null;
+  const quiet = early ? early.stamps : quietPossible ? await quietVolumes(paths) : null;
   const quietMs = performance.now() - t0;
   if (!quiet) return take(ctx, cmd, spec, null, quietMs);
   try {
-    return await take(ctx, cmd, spec, quiet, quietMs);
+    return await take(ctx, cmd, spec, quiet, quietMs, early);
   } catch (err) {
     if (!(err instanceof VolumesChanged)) throw err;
     cmd.progress(`${err.message}: captured again, frozen`);
@@ -43,6 +50,7 @@ async function take(
   spec: Awaited<ReturnType<typeof requireSpec>>,
   quiet: Awaited<ReturnType<typeof quietVolumes>>,
   quietMs: number,
+  early?: EarlyCapture,
 ): Promise<Results['env.snapshot']> {
   const { name, keep_paused: keep = [] } = cmd.payload;
   const stack = stackOf(ctx, cmd.envId, spec);
@@ -98,7 +106,8 @@ async function take(
   };
   const pausing = freezes || keep.length > 0;
   if (pausing) await spareReady();
-  await timings.step('flush', async () => ctx.storage.prepareSnapshot?.(cmd.envId, name, spec.volumes));
+  if (!early)
+    await timings.step('flush', async () => ctx.storage.prepareSnapshot?.(cmd.envId, name, spec.volumes));
   if (pausing) await stayUp();
   const before = await engine.containers();
   const toPause = before.filter(pauses);
@@ -143,8 +152,19 @@ async function take(
       if (quiet) await assertQuiet(quiet);
       await thaw();
     };
+    // An early copy is published once the window passed and its volumes are proven unchanged.
+    const publish = async (copy: EarlyCapture) => {
+      await stayUp().catch(async (err) => {
+        await copy.discard();
+        throw err;
+      });
+      await thaw();
+      const out = await copy.publish();
+      timings.add('early_copy', copy.copiedMs());
+      return out;
+    };
     datasets = await timings.step('capture', () =>
-      ctx.storage.snapshot(cmd.envId, name, spec.volumes, captured),
+      early ? publish(early) : ctx.storage.snapshot(cmd.envId, name, spec.volumes, captured),
     );
   } finally {
     await thaw();

@@ -24,6 +24,8 @@ import { checkProjectFields, contextFiles, contextOf, ensureContext } from '../d
 import type { Stack } from '../docker/stack.ts';
 import { refuseRootAgent, refuseRootProcess } from '../docker/users.ts';
 import type { CommandContext } from '../runner.ts';
+import { beginEarlyCapture, dropEarly } from './early-capture.ts';
+import { quietEligible, quietVolumes } from './quiet.ts';
 import { holdStayUp } from './stay-up.ts';
 
 /**
@@ -113,6 +115,14 @@ async function checkAgentBeforeStart(stack: Stack, spec: SavedSpec): Promise<voi
   await refuseRootAgent(stack.engine, spec.agent, user);
 }
 
+/** Stamps the volumes and starts their snapshot under the version's name when they are quiet. */
+async function beginEarly(ctx: SidecarContext, envId: string, spec: SavedSpec): Promise<void> {
+  await dropEarly(ctx, envId);
+  if (!spec.version || !quietEligible(ctx.storage.kind, spec)) return;
+  const stamps = await quietVolumes(spec.volumes.map((v) => ctx.storage.volumePath(envId, v)));
+  if (stamps) beginEarlyCapture(ctx, envId, spec.version, spec.volumes, stamps);
+}
+
 /** Brings the stack up on prepared datasets and probes egress; returns what env.create reports. */
 async function startStack(
   ctx: SidecarContext,
@@ -121,7 +131,7 @@ async function startStack(
   spec: SavedSpec,
   paths: Record<string, string>,
   timings = new Timings(),
-  deferStayUp = false,
+  create = false,
 ) {
   await ownFreshVolumes(spec.services, paths);
   // Relative binds are pinned and staged by `up` itself, on every start (bind-staging.ts).
@@ -136,6 +146,8 @@ async function startStack(
     await checkCreatedRuntime(stack.engine, names, spec.runtime ?? 'runc');
     await checkAgentBeforeStart(stack, spec);
     await ownFreshVolumes(spec.services, paths);
+    // A create is followed by the deploy's snapshot: quiet volumes are copied while they start.
+    if (create) await timings.step('early_capture', () => beginEarly(ctx, envId, spec));
   };
   // The egress probe runs while the health wait does (it needs only one running container in the
   // stack's network), not after it: the command's result, and so any exec in this environment
@@ -148,14 +160,14 @@ async function startStack(
   let started_in: number;
   let stayUp: Promise<void> | null;
   try {
-    ({ started_in, stayUp } = await stack.up(600, beforeStart, probeNow, timings, deferStayUp));
+    ({ started_in, stayUp } = await stack.up(600, beforeStart, probeNow, timings, create));
   } catch (err) {
     // A leak stops the stack, which fails the health wait: the leak is the reason to report.
     const probed = await probe?.catch((e: unknown) => e);
     throw probed instanceof EgressLeak ? probed : err;
   }
   if (spec.agent) await refuseRootProcess(stack.engine, spec.agent);
-  if (deferStayUp && spec.egress === 'allow') {
+  if (create && spec.egress === 'allow') {
     // An allowed network's probe only reports (its verdict is `allowed` whatever it reaches), so
     // it finishes beside the snapshot with the stay-up window: a probe that cannot run still
     // fails the deploy there. A denied network's verdict is awaited here, before any command.
@@ -254,6 +266,7 @@ async function createWith(ctx: SidecarContext, cmd: CommandContext<'env.create'>
       timings: timings.ms,
     };
   } catch (err) {
+    await dropEarly(ctx, cmd.envId);
     // A redeploy that fails keeps its containers for the rollback the control plane sends next;
     // a first create that fails leaves nothing running.
     if (!previous) await tearDown(ctx, cmd.envId, spec, false);
