@@ -172,7 +172,11 @@ async function startStack(
     // it finishes beside the snapshot with the stay-up window: a probe that cannot run still
     // fails the deploy there. A denied network's verdict is awaited here, before any command.
     const verified = verifiedEgress(stack, ctx, probe, timings);
-    const pending = Promise.all([stayUp, verified]).then(() => {});
+    // A container that exited inside its window also fails the probe: its exit is the reason.
+    const pending = Promise.allSettled([stayUp, verified]).then(([window, egress]) => {
+      if (window.status === 'rejected') throw window.reason;
+      if (egress.status === 'rejected') throw egress.reason;
+    });
     pending.catch(() => {}); // awaited by the environment's next command (stay-up.ts)
     cmd.progress('started; egress allowed (the probe ends beside the snapshot)');
     return { stack, started_in, egress: 'allowed' as const, stayUp: pending };
