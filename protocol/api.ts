@@ -167,7 +167,12 @@ export const ProcessStarted = Type.Object({ pid: Str });
 export const ProcessInputRequest = Type.Object(
   {
     data: Type.Optional(Stdin),
-    close: Type.Optional(Type.Boolean({ description: 'Close stdin (after data, when both)' })),
+    close: Type.Optional(
+      Type.Boolean({
+        description:
+          "Close stdin (after data, when both); not a terminal's (409): send Ctrl-D (0x04) instead",
+      }),
+    ),
   },
   { additionalProperties: false },
 );

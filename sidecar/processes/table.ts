@@ -288,6 +288,9 @@ export class ProcessTable {
     const p = this.#get(envId, o.pid);
     if (!p.info.stdin) throw new Error(`${PROCESS_REFUSED}: ${o.pid} was started without stdin`);
     if (!p.stdinOpen) throw new Error(`${PROCESS_REFUSED}: the stdin of ${o.pid} is closed`);
+    // Half-closing a terminal's connection would end its output too; envd refuses it the same way.
+    if (o.close && p.info.tty)
+      throw new Error(`${PROCESS_REFUSED}: a terminal's input does not close: send Ctrl-D (0x04) instead`);
     const data = Buffer.from(o.data, 'base64');
     if (data.length > MAX_STDIN_CHUNK)
       throw new Error(`${PROCESS_REFUSED}: an input chunk is at most ${MAX_STDIN_CHUNK} bytes`);

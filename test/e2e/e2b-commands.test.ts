@@ -109,6 +109,25 @@ describe('E2B SDK commands against svc on real Docker', { skip: tier('docker') }
     assert.equal(await s.pty.kill(h.pid), true);
   });
 
+  test('pty: closeStdin is refused, as envd does; the terminal goes on, and Ctrl-D ends its shell', async () => {
+    const prompt = waitFor(/# /);
+    const again = waitFor(/still-2\r\n[\s\S]*# /);
+    const h = await s.pty.create({
+      cols: 80,
+      rows: 24,
+      onData: (d) => {
+        prompt.on(Buffer.from(d).toString());
+        again.on(Buffer.from(d).toString());
+      },
+    });
+    await prompt.seen;
+    await assert.rejects(s.commands.closeStdin(h.pid), /Ctrl-D/);
+    await s.pty.sendInput(h.pid, new TextEncoder().encode('echo still-$((1 + 1))\n'));
+    await again.seen; // its output, then the next prompt: the refused close changed nothing
+    await s.pty.sendInput(h.pid, new Uint8Array([4]));
+    assert.equal((await h.wait()).exitCode, 0);
+  });
+
   test("a killed sandbox's open streams end at once", async () => {
     const other = await Sandbox.create(PGREDIS_IMAGE, opts());
     const started = waitFor(/up/);

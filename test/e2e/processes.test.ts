@@ -1,8 +1,9 @@
 // Live processes on real Docker through a real control plane and svcd: output while the process
 // runs, processes that outlive their request (listed, fed stdin, signalled), exit codes, a PTY
-// resized and seen by `stty size`, re-attach with `since` after a dropped client, the WebSocket's
-// own messages, and another team's key refused on every route including the upgrade. Every row
-// runs under runc and under gVisor (the runtime matrix), the stack's runtime checked first.
+// resized and seen by `stty size`, a PTY's input that ends with Ctrl-D rather than a close,
+// re-attach with `since` after a dropped client, the WebSocket's own messages, and another team's
+// key refused on every route including the upgrade. Every row runs under runc and under gVisor (the
+// runtime matrix), the stack's runtime checked first.
 import assert from 'node:assert/strict';
 import { release } from 'node:os';
 import { after, before, describe, test } from 'node:test';
@@ -154,6 +155,37 @@ describe('live processes on real Docker', { skip: tier('docker') }, async () => 
         await w.until(ended);
         assert.deepEqual(w.end(), { type: 'end', exit_code: 5 });
         assert.equal(await w.closed, 1000);
+      });
+
+      test("a terminal's input does not close (409, as envd): Ctrl-D ends cat, and output goes on", async () => {
+        const pid = await start(r.t, env, {
+          service: 'app',
+          cmd: ['sh', '-c', 'cat; echo after'],
+          stdin: true,
+          tty: { rows: 24, cols: 80 },
+        });
+        const w = await followWs(r.t, env, pid);
+        w.send({ type: 'input', data: b64('hello\n') });
+        // Echoed by the terminal, then written back by cat: cat reads its terminal.
+        await w.until(hasText('hello\r\nhello\r\n'));
+        w.send({ type: 'close_stdin' });
+        const [refused] = (await w.until((all) => all.some((e) => e.type === 'error'))).filter(
+          (e) => e.type === 'error',
+        );
+        assert.match(JSON.stringify(refused), /Ctrl-D/);
+        const input = `/v1/envs/${env}/processes/${pid}/input`;
+        assertError(await r.t.req('POST', input, { body: { close: true } }), 409, 'Ctrl-D');
+        // A refused close changes nothing: its data is not written either.
+        const both = { data: b64('lost\n'), close: true };
+        assertError(await r.t.req('POST', input, { body: both }), 409, 'Ctrl-D');
+        w.send({ type: 'input', data: b64('still\n') });
+        await w.until(hasText('still\r\nstill\r\n'));
+        // The end of input on a terminal: Ctrl-D at the start of a line.
+        w.send({ type: 'input', data: Buffer.from([4]).toString('base64') });
+        await w.until(ended);
+        assert.deepEqual(w.end(), { type: 'end', exit_code: 0 });
+        assert.match(w.text(), /still\r\nstill\r\n[\s\S]*after\r\n$/);
+        assert.doesNotMatch(w.text(), /lost/);
       });
 
       test('input, resize, input sent back to back over the WebSocket reach the terminal in that order', async () => {

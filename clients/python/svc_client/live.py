@@ -61,7 +61,7 @@ class LiveMixin:
 
     @route("POST", "/v1/envs/{env}/processes/{pid}/input")
     def process_input(self, env_id, pid, data=None, close=False):
-        """data: bytes or str for the process's stdin; close=True closes it."""
+        """data: bytes or str for the process's stdin; close=True closes it (not a terminal's: send b"\\x04")."""
         if isinstance(data, str):
             data = data.encode()
         body = {"close": True} if close else {"data": base64.b64encode(data or b"").decode()}

@@ -1521,7 +1521,7 @@ export interface paths {
       requestBody: {
         content: {
           "application/json": {
-            /** @description Close stdin (after data, when both) */
+            /** @description Close stdin (after data, when both); not a terminal's (409): send Ctrl-D (0x04) instead */
             close?: boolean;
             /** @description Base64 of at most 65536 bytes */
             data?: string;
