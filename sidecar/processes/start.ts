@@ -13,6 +13,7 @@ import type { Duplex } from 'node:stream';
 import type Docker from 'dockerode';
 import type { Payloads } from '../../protocol/commands.ts';
 import { sleep } from '../../shared/concurrency.ts';
+import { dockerMessage } from '../docker/errors.ts';
 import { sandboxProcesses, signalTask } from '../docker/gvisor.ts';
 import { GVISOR_DOCKER_RUNTIME } from '../docker/render.ts';
 
@@ -115,13 +116,28 @@ export async function startExec(tasks: SandboxTasks, container: Docker.Container
   return { ...value, task };
 }
 
-/** Sets a started exec's terminal size, retried a bounded number of times while the engine refuses. */
-export async function initialSize(exec: Docker.Exec, tty: { rows: number; cols: number }): Promise<void> {
+/**
+ * Sets a started exec's terminal size, retried a bounded number of times while the engine refuses,
+ * and no more once `ended` says its output ended (the engine then has no exec to resize). A size
+ * it could not set is told to `log`: the process runs on with the engine's.
+ */
+export async function initialSize(
+  exec: Docker.Exec,
+  tty: { rows: number; cols: number },
+  ended: Promise<void>,
+  log: (msg: string) => void,
+): Promise<void> {
+  let gone = false;
+  const over = () => {
+    gone = true;
+  };
+  ended.then(over, over);
   for (let i = 0; ; i++) {
     try {
       return await exec.resize({ h: tty.rows, w: tty.cols });
     } catch (err) {
-      if (i >= 40) throw err;
+      if (gone) return;
+      if (i >= 40) return log(dockerMessage(err));
       await sleep(50);
     }
   }

@@ -159,9 +159,7 @@ export class ProcessTable {
     procs.set(info.pid, p);
     opened.pipe((kind, data) => this.#output(p, kind, data));
     if (tty)
-      await initialSize(exec, tty).catch((err) =>
-        this.#log(`sizing ${info.pid}'s terminal: ${dockerMessage(err)}`),
-      );
+      await initialSize(exec, tty, opened.ended, (m) => this.#log(`sizing ${info.pid}'s terminal: ${m}`));
     this.#record(p).catch((err) => this.#log(`recording process ${info.pid}: ${(err as Error).message}`));
     // Guarded: a broken stream ends the process's record, never svcd.
     opened.ended.then(

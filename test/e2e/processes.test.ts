@@ -19,6 +19,9 @@ services:
   app:
     image: ${BUSYBOX_IMAGE}
     command: ${IDLE_COMMAND}
+  bare:
+    image: ${BUSYBOX_IMAGE}
+    command: ${IDLE_COMMAND}
 x-svc.runtime: ${runtime}
 `;
 
@@ -187,6 +190,26 @@ describe('live processes on real Docker', { skip: tier('docker') }, async () => 
         assert.match(w.text(), /still\r\nstill\r\n[\s\S]*after\r\n$/);
         assert.doesNotMatch(w.text(), /lost/);
       });
+
+      // A lost end event would leave these waiting: the timeout makes that a failure, not a hang.
+      const GUARD = { timeout: 300_000 };
+
+      test(
+        "without /bin/sh a terminal's command starts directly, and one that ends at once is ended",
+        GUARD,
+        async () => {
+          await exec(r.t, env, 'bare', ['rm', '/bin/sh']);
+          const pid = await start(r.t, env, {
+            service: 'bare',
+            cmd: ['echo', 'no shell here'],
+            tty: { rows: 33, cols: 101 },
+          });
+          const s = await followSse(r.t, env, pid, { since: 0 });
+          await s.until(ended);
+          assert.equal(s.text(), 'no shell here\r\n');
+          assert.deepEqual(s.end(), { type: 'end', exit_code: 0 });
+        },
+      );
 
       test('input, resize, input sent back to back over the WebSocket reach the terminal in that order', async () => {
         const pid = await start(r.t, env, {
