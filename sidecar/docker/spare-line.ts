@@ -30,8 +30,11 @@ export const GO = 0x07;
 /** The byte a spare prints when its line declines (a working directory it cannot enter): nothing ran. */
 export const NOGO = 0x15;
 
-/** Variables of the spare's own shell code (plus the ones shells add) kept out of the command's environment. */
-const OWN_VARS = ['svc_n', 'svc_l', 'svc_m', 'svc_p', 'svc_d'];
+/**
+ * Variables of svc's own shell code (a spare's, and a terminal's sizing wrapper's: processes/tty.ts),
+ * plus the ones shells add, kept out of the command's environment.
+ */
+const OWN_VARS = ['svc_n', 'svc_l', 'svc_m', 'svc_p', 'svc_d', 'svc_w', 'svc_s', 'svc_i'];
 const SHELL_VARS = ['PWD', 'OLDPWD', 'SHLVL'];
 
 /** The `sh -c` script of a spare. The literal newline makes `svc_n` without a subshell. */
@@ -72,19 +75,24 @@ export function restoreFor(env: string[]): string | null {
     .join('; ');
 }
 
-// runc's lookup (Go's exec.LookPath) and its messages; `$PATH` in svc_m is literal text.
-const LOOKUP = [
-  'svc_m=; case $1 in',
-  '*/*) if [ ! -e "$1" ]; then svc_m="stat $1: no such file or directory";',
-  'elif [ -d "$1" ] || [ ! -x "$1" ]; then svc_m=\'permission denied\'; fi;;',
-  '*) svc_m=\'executable file not found in $PATH\'; svc_p="$PATH:";',
-  // biome-ignore lint/suspicious/noTemplateCurlyInString: shell parameter expansion
-  'while [ -n "$svc_p" ]; do svc_d=${svc_p%%:*}; svc_p=${svc_p#*:};',
-  // biome-ignore lint/suspicious/noTemplateCurlyInString: shell parameter expansion
-  'if [ -f "${svc_d:-.}/$1" ] && [ -x "${svc_d:-.}/$1" ]; then svc_m=; break; fi; done;;',
-  'esac;',
-  `if [ -n "$svc_m" ]; then printf '\\00${GO.toString(8)}OCI runtime exec failed: exec failed: unable to start container process: exec: "%s": %s: unknown\\r\\n' "$1" "$svc_m"; exit 126; fi`,
-].join(' ');
+/**
+ * runc's lookup (Go's exec.LookPath) of `$1` and its messages, each between `mark` and `eol`
+ * (printf text); `$PATH` in svc_m is literal text.
+ */
+export const lookup = (mark: string, eol: string) =>
+  [
+    'svc_m=; case $1 in',
+    '*/*) if [ ! -e "$1" ]; then svc_m="stat $1: no such file or directory";',
+    'elif [ -d "$1" ] || [ ! -x "$1" ]; then svc_m=\'permission denied\'; fi;;',
+    '*) svc_m=\'executable file not found in $PATH\'; svc_p="$PATH:";',
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: shell parameter expansion
+    'while [ -n "$svc_p" ]; do svc_d=${svc_p%%:*}; svc_p=${svc_p#*:};',
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: shell parameter expansion
+    'if [ -f "${svc_d:-.}/$1" ] && [ -x "${svc_d:-.}/$1" ]; then svc_m=; break; fi; done;;',
+    'esac;',
+    `if [ -n "$svc_m" ]; then printf '${mark}OCI runtime exec failed: exec failed: unable to start container process: exec: "%s": %s: unknown${eol}' "$1" "$svc_m"; exit 126; fi`,
+  ].join(' ');
+const LOOKUP = lookup(`\\00${GO.toString(8)}`, '\\r\\n');
 
 /**
  * The line that makes a spare run `argv` (one line: no newline inside, one at the end); `setup`

@@ -1,6 +1,7 @@
 // Starting a live process's exec. Its terminal size: Docker 20.10 ignores an exec's ConsoleSize, so
 // the size is set by a resize after the start, which the start waits for (retried while the engine
-// has no terminal to resize yet), so a process's first `stty size` sees it.
+// has no terminal to resize yet); the command itself waits for it in a small shell (tty.ts), so its
+// first instruction sees it.
 //
 // Live processes in a gVisor container: what the engine reports as an exec's pid is then runsc's
 // exec proxy on the host, not the process: the proxy forwards the signals it can catch, but a
@@ -8,6 +9,8 @@
 // with runsc 0.0~20221219.0: after a KILL the engine reported exit 137 while `ps` in the container
 // still listed the process). So svcd finds the process in gVisor's own process table as it starts
 // (the one new top-level task named like its command) and signals it there (`runsc kill --pid`).
+// A terminal's command starts as that shell and becomes the command in the same task: at the look
+// the task may still be named like the shell, and either name finds it (its pid stays the same).
 import { basename } from 'node:path';
 import type { Duplex } from 'node:stream';
 import type Docker from 'dockerode';
@@ -16,6 +19,7 @@ import { sleep } from '../../shared/concurrency.ts';
 import { dockerMessage } from '../docker/errors.ts';
 import { sandboxProcesses, signalTask } from '../docker/gvisor.ts';
 import { GVISOR_DOCKER_RUNTIME } from '../docker/render.ts';
+import { sizedCommand } from './tty.ts';
 
 /** A process inside a gVisor sandbox: the sandbox's host pid, its container, the task's pid and name there. */
 export interface SandboxTask {
@@ -34,13 +38,14 @@ export class SandboxTasks {
   /**
    * For a gVisor container, runs `start` alone among this container's starts and returns the task
    * it added once `running` says the exec runs (null when none or several could be it); `start`
-   * alone for any other container.
+   * alone for any other container. `launcher`: what the exec runs first and execs `cmd` from.
    */
   async start<T>(
     info: Inspected,
     cmd: string[],
     start: () => Promise<T>,
     running: (value: T) => Promise<boolean>,
+    launcher?: string,
   ): Promise<{ value: T; task: SandboxTask | null }> {
     if (info.HostConfig.Runtime !== GVISOR_DOCKER_RUNTIME || !info.State.Pid)
       return { value: await start(), task: null };
@@ -58,10 +63,13 @@ export class SandboxTasks {
       const before = await table();
       const value = await start();
       if (!before || !(await running(value))) return { value, task: null };
-      // gVisor's table names a task by its command's first 15 characters, as Linux does.
-      const name = basename(cmd[0] ?? '').slice(0, 15);
+      // The task is recorded under its command's name, the one it has once the launcher exec'd.
+      const name = taskName(cmd[0] ?? '');
+      const names = new Set([name, taskName(launcher ?? '')]);
       const seen = new Set(before.map((p) => p.pid));
-      const fresh = ((await table()) ?? []).filter((p) => !seen.has(p.pid) && p.ppid === 0 && p.cmd === name);
+      const fresh = ((await table()) ?? []).filter(
+        (p) => !seen.has(p.pid) && p.ppid === 0 && names.has(p.cmd),
+      );
       const task = fresh.length === 1 ? { sandboxPid, containerId: info.Id, task: fresh[0].pid, name } : null;
       return { value, task };
     } finally {
@@ -70,6 +78,9 @@ export class SandboxTasks {
     }
   }
 }
+
+/** gVisor's table names a task by its program's first 15 characters, as Linux does. */
+const taskName = (program: string) => basename(program).slice(0, 15);
 
 /** Signals a process found in a gVisor sandbox. */
 export const signalSandboxTask = (t: SandboxTask, number: number) =>
@@ -89,19 +100,24 @@ async function runs(exec: Docker.Exec): Promise<boolean> {
 /** Creates and starts a live process's exec; under gVisor, with the task it is in the sandbox. */
 export async function startExec(tasks: SandboxTasks, container: Docker.Container, o: Payloads['proc.start']) {
   const tty = o.tty;
+  const info = await container.inspect();
+  const env = Object.entries(o.env).map(([k, v]) => `${k}=${v}`);
+  const cmd = tty
+    ? await sizedCommand(container, o.service, o.cmd, [...(info.Config.Env ?? []), ...env], tty)
+    : o.cmd;
   const { value, task } = await tasks.start(
-    await container.inspect(),
+    info,
     o.cmd,
     async () => {
       const exec = await container.exec({
-        Cmd: o.cmd,
+        Cmd: cmd,
         AttachStdin: o.stdin,
         AttachStdout: true,
         AttachStderr: true,
         Tty: Boolean(tty),
         User: o.user,
         WorkingDir: o.cwd || undefined,
-        Env: Object.entries(o.env).map(([k, v]) => `${k}=${v}`),
+        Env: env,
         ...(tty ? { ConsoleSize: [tty.rows, tty.cols] } : {}),
       } as Docker.ExecCreateOptions);
       const stream = (await exec.start({
@@ -112,6 +128,7 @@ export async function startExec(tasks: SandboxTasks, container: Docker.Container
       return { exec, stream };
     },
     ({ exec }) => runs(exec),
+    cmd === o.cmd ? undefined : cmd[0],
   );
   return { ...value, task };
 }

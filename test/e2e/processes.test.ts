@@ -1,9 +1,9 @@
 // Live processes on real Docker through a real control plane and svcd: output while the process
 // runs, processes that outlive their request (listed, fed stdin, signalled), exit codes, a PTY
-// resized and seen by `stty size`, a PTY's input that ends with Ctrl-D rather than a close,
-// re-attach with `since` after a dropped client, the WebSocket's own messages, and another team's
-// key refused on every route including the upgrade. Every row runs under runc and under gVisor (the
-// runtime matrix), the stack's runtime checked first.
+// resized and seen by `stty size` (its command's first instruction included), a PTY's input that
+// ends with Ctrl-D rather than a close, re-attach with `since` after a dropped client, the WebSocket's
+// own messages, and another team's key refused on every route including the upgrade. Every row
+// runs under runc and under gVisor (the runtime matrix), the stack's runtime checked first.
 import assert from 'node:assert/strict';
 import { release } from 'node:os';
 import { after, before, describe, test } from 'node:test';
@@ -193,6 +193,80 @@ describe('live processes on real Docker', { skip: tier('docker') }, async () => 
 
       // A lost end event would leave these waiting: the timeout makes that a failure, not a hang.
       const GUARD = { timeout: 300_000 };
+
+      test("a terminal's size is set before its command's first instruction", GUARD, async () => {
+        for (let i = 0; i < 10; i++) {
+          const pid = await start(r.t, env, {
+            service: 'app',
+            cmd: ['stty', 'size'],
+            tty: { rows: 33, cols: 101 },
+          });
+          const s = await followSse(r.t, env, pid, { since: 0 });
+          assert.equal(textOf(await s.until(hasText('\n'))), '33 101\r\n', `run ${i + 1}`);
+          await s.until(ended);
+          assert.deepEqual(s.end(), { type: 'end', exit_code: 0 });
+        }
+      });
+
+      test(
+        "a terminal's command is itself: ps shows it, Docker's refusal, a KILL ends it (gVisor too)",
+        GUARD,
+        async () => {
+          const pid = await start(r.t, env, {
+            service: 'app',
+            cmd: ['cat', '-'],
+            stdin: true,
+            tty: { rows: 5, cols: 9 },
+          });
+          const s = await followSse(r.t, env, pid, { since: 0 });
+          const w = (to: string, data: string) =>
+            r.t.req('POST', `/v1/envs/${env}/processes/${to}/input`, { body: { data } });
+          await w(pid, b64('ping\n'));
+          await s.until(hasText('ping\r\nping\r\n'));
+          const ps = () => exec(r.t, env, 'app', ['ps', '-o', 'args']).then((o) => o.stdout);
+          assert.match(await ps(), /^cat -$/m);
+          await w(pid, Buffer.from([4]).toString('base64'));
+          await s.until(ended);
+          assert.deepEqual(s.end(), { type: 'end', exit_code: 0 });
+          // A KILL ends it, under gVisor too, where it goes to the task in the sandbox (the shell's
+          // task, which the command became). One that ignores SIGHUP: the end of the terminal alone,
+          // as when only runsc's proxy is killed, would leave it running.
+          const script = '#!/bin/sh\ntrap "" HUP\necho ready\nwhile :; do sleep 1; done\n';
+          await exec(r.t, env, 'app', [
+            'sh',
+            '-c',
+            `printf '${script}' > /bin/svc-hupless; chmod +x /bin/svc-hupless`,
+          ]);
+          const loop = await start(r.t, env, {
+            service: 'app',
+            cmd: ['svc-hupless'],
+            tty: { rows: 5, cols: 9 },
+          });
+          const l = await followSse(r.t, env, loop, { since: 0 });
+          await l.until(hasText('ready'));
+          const killed = await r.t.req('POST', `/v1/envs/${env}/processes/${loop}/signal`, {
+            body: { signal: 'KILL' },
+          });
+          assert.equal(killed.status, 204, JSON.stringify(killed.body));
+          await l.until(ended);
+          assert.deepEqual(l.end(), { type: 'end', exit_code: 137, signal: 'KILL' });
+          assert.doesNotMatch(await ps(), /svc-hupless/);
+          // A command that is not there: Docker's own words and exit code, as without a terminal.
+          const missing = await start(r.t, env, {
+            service: 'app',
+            cmd: ['no-such-cmd'],
+            tty: { rows: 5, cols: 9 },
+          });
+          const m = await followSse(r.t, env, missing, { since: 0 });
+          await m.until(ended);
+          assert.equal(
+            m.text(),
+            'OCI runtime exec failed: exec failed: unable to start container process: exec: "no-such-cmd": ' +
+              'executable file not found in $PATH: unknown\r\n',
+          );
+          assert.deepEqual(m.end(), { type: 'end', exit_code: 126 });
+        },
+      );
 
       test(
         "without /bin/sh a terminal's command starts directly, and one that ends at once is ended",
