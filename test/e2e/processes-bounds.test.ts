@@ -183,6 +183,16 @@ describe('live processes at their bounds on real Docker', { skip: tier('docker')
         `${JSON.stringify(k.body)} ${JSON.stringify(now)}\n${r.log().slice(-2000)}`,
       );
     }
+    // A signal is answered once sent; a process counts as running until its end arrives. The next
+    // test starts processes in this environment, so this one ends when all of its own have ended.
+    const mine = new Set([...pids, again]);
+    for (let i = 0; ; i++) {
+      const list = (await r.t.req('GET', base())).body.processes as { pid: string; status: string }[];
+      const left = list.filter((p) => mine.has(p.pid) && p.status === 'running');
+      if (!left.length) break;
+      if (i >= 600) assert.fail(`processes still running: ${JSON.stringify(left)}`);
+      await new Promise((res) => setTimeout(res, 100));
+    }
   });
 
   for (const { runtime, skip } of rows)
