@@ -97,6 +97,48 @@ export async function mintKeys(a: Api, n: number): Promise<string[]> {
 }
 
 /**
+ * One `POST /v1/envs/{env}/exec` on `agent`; resolves with the status and the body's text, rejects
+ * when there is no answer (a socket error, `signal`, or `timeoutMs` of silence on the socket).
+ */
+export function postExec(o: {
+  agent: Agent;
+  url: string;
+  envId: string;
+  headers: Record<string, string | number>;
+  body: string;
+  timeoutMs?: number;
+  signal?: AbortSignal;
+}): Promise<{ status: number; text: string }> {
+  const { hostname, port } = new URL(o.url);
+  return new Promise((resolve, reject) => {
+    const req = request(
+      {
+        agent: o.agent,
+        hostname,
+        port,
+        method: 'POST',
+        path: `/v1/envs/${o.envId}/exec`,
+        headers: o.headers,
+        timeout: o.timeoutMs,
+        signal: o.signal,
+      },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => {
+          text += c;
+        });
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+        res.on('error', reject);
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error(`no answer within ${(o.timeoutMs ?? 0) / 1000} s`)));
+    req.on('error', reject);
+    req.end(o.body);
+  });
+}
+
+/**
  * `POST /v1/envs/{env}/exec` on the environments in turn, the keys in turn (default: the api's
  * own); ok means a 200 with an exit code.
  */
@@ -107,41 +149,23 @@ export function execFire(
   keys: string[] = [a.key],
 ): { fire: Fire; close(): void } {
   const agent = new Agent({ keepAlive: true, maxSockets: sockets, maxFreeSockets: sockets });
-  const { hostname, port } = new URL(a.url);
   const body = JSON.stringify({ service: 'main', cmd: ['true'], timeout_sec: 20 });
   const headerSets = keys.map((key) => ({
     authorization: `Bearer ${key}`,
     'content-type': 'application/json',
     'content-length': Buffer.byteLength(body),
   }));
-  const fire: Fire = (i) =>
-    new Promise((resolve, reject) => {
-      const req = request(
-        {
-          agent,
-          hostname,
-          port,
-          method: 'POST',
-          path: `/v1/envs/${envs[i % envs.length].envId}/exec`,
-          headers: headerSets[i % headerSets.length],
-          timeout: REQUEST_TIMEOUT_MS,
-        },
-        (res) => {
-          let text = '';
-          res.setEncoding('utf8');
-          res.on('data', (c: string) => {
-            text += c;
-          });
-          res.on('end', () => {
-            if (res.statusCode === 200 && text.includes('"exit_code":0')) resolve();
-            else reject(new Error(`${res.statusCode} ${text.slice(0, 100)}`));
-          });
-          res.on('error', reject);
-        },
-      );
-      req.on('timeout', () => req.destroy(new Error(`no answer within ${REQUEST_TIMEOUT_MS / 1000} s`)));
-      req.on('error', reject);
-      req.end(body);
+  const fire: Fire = async (i) => {
+    const r = await postExec({
+      agent,
+      url: a.url,
+      envId: envs[i % envs.length].envId,
+      headers: headerSets[i % headerSets.length],
+      body,
+      timeoutMs: REQUEST_TIMEOUT_MS,
     });
+    if (r.status !== 200 || !r.text.includes('"exit_code":0'))
+      throw new Error(`${r.status} ${r.text.slice(0, 100)}`);
+  };
   return { fire, close: () => agent.destroy() };
 }
