@@ -2,11 +2,12 @@
 // the reconnect to another replica, and for each environment on them the first exec answered 200
 // through a survivor; with the survivors' CPU and RSS, Postgres's CPU, and the load average over
 // the same window.
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { Agent } from 'node:http';
 import { pct, processTree, watch } from '../hub/measure.ts';
 import type { Child } from '../hub/proc.ts';
 import { type Placed, postExec } from '../hub/setup.ts';
+import type { PoolSample, SqlSample } from './pool-probe.ts';
 import type { SidecarProcs } from './sidecar-procs.ts';
 import type { Drop } from './sidecars.ts';
 
@@ -36,6 +37,8 @@ export interface FailoverRun {
   postmaster: number;
   /** A failover client's patience per exec attempt before it sends another. */
   retryTimeoutMs: number;
+  /** Per replica, the file its pool probe writes (pool-probe.ts), when --pool-probe. */
+  probes?: string[];
 }
 
 const loadavg = () => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
@@ -116,6 +119,52 @@ async function firstExec(
   return Number.POSITIVE_INFINITY;
 }
 
+/**
+ * A survivor's pool probe from `from` to `to`, one entry per second: queries waiting for a
+ * connection (max), queries answered and their mean and max time, the event loop's worst delay.
+ */
+function timeline(file: string, from: number, to: number): string {
+  if (!existsSync(file)) return '(no probe file)';
+  const samples = readFileSync(file, 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as PoolSample)
+    .filter((x) => x.t > from && x.t <= to + 100);
+  const out: string[] = [];
+  for (let sec = 0; sec * 1000 < to - from + 100; sec++) {
+    const xs = samples.filter((x) => Math.floor((x.t - from - 1) / 1000) === sec);
+    if (!xs.length) continue;
+    const done = xs.reduce((a, x) => a + x.done, 0);
+    const mean = done ? xs.reduce((a, x) => a + x.msSum, 0) / done : 0;
+    const max = (f: (x: PoolSample) => number) => Math.max(...xs.map(f)).toFixed(0);
+    out.push(
+      `${sec}-${sec + 1} s: waiting ≤ ${max((x) => x.waiting)}, ${done} queries, ${mean.toFixed(0)}/${max((x) => x.msMax)} ms, loop ≤ ${max((x) => x.loopMax)} ms`,
+    );
+  }
+  return out.join('; ');
+}
+
+/** The statements a survivor answered from `from` to `to`, the most frequent first. */
+function statements(file: string, from: number, to: number, top = 12): string {
+  if (!existsSync(`${file}.sql`)) return '(no probe file)';
+  const sum: Record<string, [number, number]> = {};
+  for (const line of readFileSync(`${file}.sql`, 'utf8').trim().split('\n')) {
+    const x = JSON.parse(line) as SqlSample;
+    if (x.t <= from || x.t > to + 1000) continue;
+    for (const [k, [n, ms]] of Object.entries(x.sql)) {
+      const e = sum[k] ?? [0, 0];
+      e[0] += n;
+      e[1] += ms;
+      sum[k] = e;
+    }
+  }
+  return Object.entries(sum)
+    .sort((a, b) => b[1][0] - a[1][0])
+    .slice(0, top)
+    .map(([k, [n, ms]]) => `${n} × ${(ms / n).toFixed(0)} ms: ${k}`)
+    .join('\n      ');
+}
+
 /** Kills replica 0 and reports what followed, as lines of text. */
 export async function failover(run: FailoverRun): Promise<string[]> {
   const { replicas, key, placed, envReplica, victims, sidecars } = run;
@@ -171,6 +220,13 @@ export async function failover(run: FailoverRun): Promise<string[]> {
     victimEnvs.length > FAILOVER_SOCKETS
       ? ` (${victimEnvs.length} clients on ${FAILOVER_SOCKETS} sockets: some waited for one)`
       : '';
+  const end = Date.now();
+  const probes = (run.probes ?? [])
+    .slice(1)
+    .flatMap((file, i) => [
+      `    replica ${i + 1}'s Postgres pool per second after the kill (waiting for a connection; queries; mean/max ms from call to answer; event-loop delay): ${timeline(file, killAt, end)}`,
+      `    replica ${i + 1}'s statements from the kill to the last exec (count × mean ms from call to answer):\n      ${statements(file, killAt, end)}`,
+    ]);
   return [
     `  failover, ${replicas.length} replicas, ${victims} hosts and ${victimEnvs.length} environments on the killed replica (load ${before} → ${after}):`,
     `    reconnected elsewhere: ${summary(reconnect)} (${d.drops.length} drops seen; ${d.open}/${run.hosts} streams open ${s(allBackAt - killAt)} s after the kill)`,
@@ -180,5 +236,6 @@ export async function failover(run: FailoverRun): Promise<string[]> {
     `    failed attempts before it: ${JSON.stringify(failed)}`,
     `    one exec per environment sent at the kill, answered after: ${summary(sentAtKill.map((x) => x.ms))}; ${JSON.stringify(statuses)} (0 = no answer)`,
     `    from the kill to the last exec (${s(Date.now() - killAt)} s): ${usage.map((u, i) => `replica ${i + 1} CPU ${u.cpuPct.toFixed(0)}% (runq ${u.runqPct.toFixed(0)}%), RSS max ${u.rssMax.toFixed(0)} MiB`).join('; ')}; Postgres CPU ${pg.cpuPct.toFixed(0)}%; sidecars (${sidecars.procs.length} processes) CPU ${sc.cpuPct.toFixed(0)}%`,
+    ...probes,
   ];
 }

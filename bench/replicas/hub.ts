@@ -9,11 +9,13 @@
 // --failover (R > 1): after the load, SIGKILL replica 0 and time, for each of its hosts, the
 // reconnect to another replica (the sidecars reconnect as svcd does: backoff from 1 s with jitter,
 // the next URL each attempt), and, for each environment on those hosts, the first exec answered
-// 200 through a surviving replica (retried every 250 ms); see failover.ts.
+// 200 through a surviving replica (retried every 250 ms); see failover.ts. --pool-probe adds, per
+// survivor and per second after the kill, its Postgres pool's queue and event-loop delay
+// (pool-probe.ts), to see where the time goes.
 //
 //   node bench/replicas/hub.ts [--replicas 1,2,3] [--hosts 1000] [--rate 500] [--seconds 15]
 //                              [--warmup 3] [--envs 200] [--repeat 1] [--failover] [--retry-timeout 2]
-//                              [--sidecar-procs N]
+//                              [--sidecar-procs N] [--pool-probe]
 //
 // The runs are interleaved: every repeat runs each replica count once, in the order given.
 // Descriptors: each process holds one socket per host it serves or simulates, so the sidecars are
@@ -56,6 +58,7 @@ const { values } = parseArgs({
     failover: { type: 'boolean', default: false },
     'retry-timeout': { type: 'string', default: '2' },
     'sidecar-procs': { type: 'string' },
+    'pool-probe': { type: 'boolean', default: false },
   },
 });
 const REPLICAS = values.replicas.split(',').map(Number);
@@ -92,10 +95,17 @@ const loadavg = () => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 
 const log = (line: string) => process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${line}\n`);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+const POOL_PROBE = new URL('./pool-probe.ts', import.meta.url).pathname;
+const probeFile = (dir: string, i: number) => join(dir, `replica-${i}.pool`);
+
 async function startReplica(dsn: string, key: string, dir: string, i: number) {
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
-  const env = { SVC_BOOTSTRAP_KEY: key, SVC_PUBLIC_URL: url, SVC_REPLICA_URL: url };
+  const env: Record<string, string> = { SVC_BOOTSTRAP_KEY: key, SVC_PUBLIC_URL: url, SVC_REPLICA_URL: url };
+  if (values['pool-probe']) {
+    env.NODE_OPTIONS = `--import=${POOL_PROBE}`;
+    env.SVC_BENCH_POOL_PROBE = probeFile(dir, i);
+  }
   const child = startChild(
     'programs/svc-server.ts',
     ['-addr', `127.0.0.1:${port}`, '-db', dsn],
@@ -195,6 +205,7 @@ async function runOne(replicas: number, run: number): Promise<string[]> {
         sidecars: sc,
         postmaster: pm,
         retryTimeoutMs: RETRY_TIMEOUT_MS,
+        probes: values['pool-probe'] ? reps.map((_, i) => probeFile(dir, i)) : undefined,
       })),
     );
   }
