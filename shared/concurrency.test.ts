@@ -7,6 +7,7 @@ import {
   bounded,
   deadline,
   KeyedQueue,
+  Limiter,
   QUEUE_WAIT_CHANNEL,
   retry,
   retryFailures,
@@ -101,6 +102,44 @@ test('a task that has to wait for an earlier one of its key says so on the queue
     assert.deepEqual(waits, ['k']);
     hold.open();
     await Promise.all([a, b, free, other]);
+  } finally {
+    unsubscribe(QUEUE_WAIT_CHANNEL, on);
+  }
+});
+
+test('a limiter runs that many tasks at once, the rest in order as slots free, and says who waits', async () => {
+  const waits: string[] = [];
+  const on = (m: unknown) => waits.push((m as { key: string }).key);
+  subscribe(QUEUE_WAIT_CHANNEL, on);
+  const turn = () => new Promise((r) => setImmediate(r)); // every promise settled that can be
+  try {
+    const l = new Limiter(2, 'lim');
+    const log: string[] = [];
+    const holds = [gate(), gate(), gate()];
+    const task = (name: string, i: number, fail = false) =>
+      l.run(async () => {
+        log.push(name);
+        await holds[i].p;
+        if (fail) throw new Error(`${name} failed`);
+      });
+    const a = task('a', 0);
+    const b = task('b', 1, true);
+    const c = task('c', 2);
+    const d = l.run(async () => log.push('d'));
+    await turn();
+    assert.deepEqual(log, ['a', 'b']);
+    assert.deepEqual(waits, ['lim', 'lim']);
+    holds[1].open();
+    await assert.rejects(b, /b failed/);
+    await turn();
+    assert.deepEqual(log, ['a', 'b', 'c'], 'a failed task frees its slot for the next in line');
+    holds[0].open();
+    await Promise.all([a, d]);
+    assert.deepEqual(log, ['a', 'b', 'c', 'd']);
+    holds[2].open();
+    await c;
+    await l.run(async () => log.push('e'));
+    assert.equal(waits.length, 2, 'with slots free again nothing waits');
   } finally {
     unsubscribe(QUEUE_WAIT_CHANNEL, on);
   }

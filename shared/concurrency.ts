@@ -60,6 +60,38 @@ export class KeyedQueue {
   }
 }
 
+/**
+ * Runs at most `limit` tasks at once; the others start in the order they came, each as one
+ * before it settles. A task that has to wait says so on the queue-wait channel as `{ key: name }`.
+ */
+export class Limiter {
+  readonly limit: number;
+  readonly name: string;
+  #running = 0;
+  #waiting: (() => void)[] = [];
+
+  constructor(limit: number, name: string) {
+    this.limit = Math.max(1, limit);
+    this.name = name;
+  }
+
+  async run<T>(fn: () => Promise<T>): Promise<T> {
+    if (this.#running < this.limit) this.#running++;
+    else {
+      if (queueWait.hasSubscribers) queueWait.publish({ key: this.name });
+      // The slot of the task that settles is handed over as it is: #running stays.
+      await new Promise<void>((r) => this.#waiting.push(r));
+    }
+    try {
+      return await fn();
+    } finally {
+      const next = this.#waiting.shift();
+      if (next) next();
+      else this.#running--;
+    }
+  }
+}
+
 /** Settles as `p` does, unless `signal` aborts first: then rejects with the signal's reason. */
 export function untilAborted<T>(p: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
   if (!signal) return p;

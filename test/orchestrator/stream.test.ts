@@ -1,7 +1,10 @@
 import assert from 'node:assert/strict';
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { after, before, test } from 'node:test';
 import { WebSocket } from 'ws';
 import { frame, STREAM_PATH } from '../../protocol/frames.ts';
+import { HOST_REPORTS_AT_ONCE } from '../../server/hosts/host-records.ts';
+import { QUEUE_WAIT_CHANNEL } from '../../shared/concurrency.ts';
 import { DEFAULT_CAPS, FakeSidecar, Refused } from '../support/fake-sidecar.ts';
 import { forEachDialect, startTestServer, type TestServer } from '../support/server.ts';
 import { deploy, env, joinFake, waitFor } from './harness.ts';
@@ -61,6 +64,51 @@ forEachDialect('host stream', (dialect) => {
     });
     assert.equal(sc.commands('host.report').length, 1);
     await sc.close();
+  });
+
+  test('hosts that say hello together are asked for host.report a few at a time, and every one is asked', async () => {
+    const n = HOST_REPORTS_AT_ONCE + 2;
+    const waits: string[] = [];
+    const onWait = (m: unknown) => waits.push((m as { key: string }).key);
+    let release!: () => void;
+    const held = new Promise<void>((r) => {
+      release = r;
+    });
+    const tokens = await Promise.all(
+      Array.from(
+        { length: n },
+        async () => (await t.req('POST', '/v1/join-tokens', { body: {} })).body.token,
+      ),
+    );
+    const scs = tokens.map(() => {
+      const sc = new FakeSidecar(t.url);
+      sc.handlers['host.report'] = async () => {
+        await held;
+        return { capabilities: { ...DEFAULT_CAPS, hostname: 'reported-later' } };
+      };
+      return sc;
+    });
+    const asked = () => scs.reduce((s, sc) => s + sc.commands('host.report').length, 0);
+    subscribe(QUEUE_WAIT_CHANNEL, onWait);
+    try {
+      await Promise.all(scs.map((sc, i) => sc.connect(tokens[i])));
+      // Every host said hello; the reports past the limit wait for a turn, the others are out.
+      await waitFor(() => waits.filter((k) => k === 'host.report').length === n - HOST_REPORTS_AT_ONCE);
+      await waitFor(() => asked() === HOST_REPORTS_AT_ONCE);
+      assert.equal(asked(), HOST_REPORTS_AT_ONCE, 'no more reports out than the limit while they are held');
+      release();
+      await waitFor(async () => {
+        const hosts = (await t.req('GET', '/v1/hosts')).body.hosts;
+        return scs.every(
+          (sc) => hosts.find((x: any) => x.ID === sc.hostId)?.Capabilities.hostname === 'reported-later',
+        );
+      });
+      for (const sc of scs) assert.equal(sc.commands('host.report').length, 1);
+    } finally {
+      unsubscribe(QUEUE_WAIT_CHANNEL, onWait);
+      release();
+      await Promise.all(scs.map((sc) => sc.close()));
+    }
   });
 
   test('expired, unknown tokens and bad secrets are refused with 1008 and the reason', async () => {
