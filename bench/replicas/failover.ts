@@ -45,6 +45,18 @@ const loadavg = () => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const s = (x: number) => (x / 1000).toFixed(2);
 
+/**
+ * The kernel's count of connections a full listen queue turned away (TcpExt ListenOverflows): for
+ * the whole network namespace, so other processes' sockets count too.
+ */
+function listenOverflows(): number {
+  const lines = readFileSync('/proc/net/netstat', 'utf8').split('\n');
+  const i = lines.findIndex((l) => l.startsWith('TcpExt:'));
+  const names = lines[i]?.split(' ') ?? [];
+  const values = lines[i + 1]?.split(' ') ?? [];
+  return Number(values[names.indexOf('ListenOverflows')] ?? Number.NaN);
+}
+
 function summary(xs: number[]): string {
   const sorted = [...xs].sort((a, b) => a - b);
   const lost = sorted.filter((x) => !Number.isFinite(x)).length;
@@ -174,6 +186,7 @@ export async function failover(run: FailoverRun): Promise<string[]> {
   const retry = clients(urls, FAILOVER_SOCKETS);
   const atKillClients = clients(urls, FAILOVER_SOCKETS);
   const before = loadavg();
+  const overflowsBefore = listenOverflows();
   const w = survivors.map((r) => watch(r.child.pid));
   const wpg = watch(() => processTree(run.postmaster));
   const wsc = watch(() => sidecars.pids());
@@ -207,6 +220,7 @@ export async function failover(run: FailoverRun): Promise<string[]> {
   const pg = wpg.stop();
   const sc = wsc.stop();
   const after = loadavg();
+  const overflows = listenOverflows() - overflowsBefore;
   for (const a of [...retry.values(), ...atKillClients.values()]) a.destroy();
   // How long each environment's first exec came after its own host was back: the wait that is
   // not the reconnect's.
@@ -230,7 +244,7 @@ export async function failover(run: FailoverRun): Promise<string[]> {
   return [
     `  failover, ${replicas.length} replicas, ${victims} hosts and ${victimEnvs.length} environments on the killed replica (load ${before} → ${after}):`,
     `    reconnected elsewhere: ${summary(reconnect)} (${d.drops.length} drops seen; ${d.open}/${run.hosts} streams open ${s(allBackAt - killAt)} s after the kill)`,
-    `    failed reconnect attempts: ${JSON.stringify(d.errors)}`,
+    `    failed reconnect attempts: ${JSON.stringify(d.errors)}; listen-queue overflows meanwhile (whole network namespace): ${overflows}`,
     `    first exec 200 per environment (retried, ${run.retryTimeoutMs / 1000} s per attempt)${queued}: ${summary(exec)}`,
     `    the same, counted from its host's reconnect: ${summary(afterBack.filter((x) => !Number.isNaN(x)))}`,
     `    failed attempts before it: ${JSON.stringify(failed)}`,
