@@ -35,6 +35,14 @@ import { SWEEP_LEASE, SWEEP_LEASE_MS, UploadSweeper } from './uploads/sweep.ts';
 
 export const VERSION = process.env.SVC_BUILD_VERSION || 'dev';
 export const SHUTDOWN_WAIT_MS = 10_000;
+/**
+ * Connections the kernel may hold for the HTTP listener before it accepts them (it caps this at
+ * net.core.somaxconn). When a replica dies, every host it held dials a survivor within the first
+ * backoff's jitter, thousands within a quarter second; with Node's default of 511 the rest were
+ * turned away and their handshakes waited on the kernel's retransmits, some past a sidecar's
+ * handshake timeout.
+ */
+export const LISTEN_BACKLOG = 8192;
 /** The exit status after a fault that made continuing unsafe (sysexits' EX_SOFTWARE). */
 export const EXIT_UNSAFE = 70;
 
@@ -191,7 +199,7 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   if (recovered || failedCommands) {
     app.log.warn({ recovered, failedCommands }, 'finished work a previous process left running');
   }
-  await app.listen({ host: config.host, port: config.port });
+  await app.listen({ host: config.host, port: config.port, backlog: LISTEN_BACKLOG });
   const addr = app.server.address();
   const port = typeof addr === 'object' && addr ? addr.port : config.port;
   const url = localUrl(config.host, port);
