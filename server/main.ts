@@ -92,7 +92,11 @@ export async function startServer(config: Config, opts: StartOptions = {}): Prom
   const logger =
     opts.logger ?? ({ level: config.verbose ? 'debug' : 'info' } as unknown as FastifyBaseLogger);
   const secrets = SecretBox.load(config.secretsKey, config.db);
-  const { db, steps } = await openDb(config.db, { sealConfig: (c) => secrets.sealConfig(c) });
+  const { db, steps } = await openDb(
+    config.db,
+    { sealConfig: (c) => secrets.sealConfig(c) },
+    config.dbPoolSize,
+  );
   const announce = opts.announce ?? ((line: string) => process.stderr.write(`${line}\n`));
   const app = await createHttpApp({
     logger: logger === false ? false : logger,

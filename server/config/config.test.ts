@@ -321,3 +321,10 @@ test('a replica: where its peers reach it, and its lease', () => {
   );
   assert.throws(() => parseConfig(['-db', 'x.db'], { SVC_REPLICA_LEASE: 'ten' }), /SVC_REPLICA_LEASE/);
 });
+
+test('SVC_DB_POOL: the connections to Postgres, 1 to 500', () => {
+  assert.equal(parseConfig(['-db', 'x.db'], {}).dbPoolSize, 10);
+  assert.equal(parseConfig(['-db', 'x.db'], { SVC_DB_POOL: '40' }).dbPoolSize, 40);
+  for (const bad of ['0', '501', 'many'])
+    assert.throws(() => parseConfig(['-db', 'x.db'], { SVC_DB_POOL: bad }), /SVC_DB_POOL/);
+});

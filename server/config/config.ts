@@ -50,6 +50,11 @@ export interface Config {
    */
   replicaPeerUrl: string;
   /**
+   * SVC_DB_POOL (default 10, 1 to 500): the most connections a process holds to Postgres at once.
+   * A replica taking over thousands of hosts at once queues their hellos' statements in it.
+   */
+  dbPoolSize: number;
+  /**
    * SVC_REPLICA_LEASE (seconds, default 10): how long a replica's row, and so its hold on hosts,
    * lasts unrenewed (its heartbeat renews it every fifth of it); past it the others take over.
    */
@@ -212,6 +217,12 @@ function deployLease(env: NodeJS.ProcessEnv): number {
   return sec * 1000;
 }
 
+function dbPool(env: NodeJS.ProcessEnv): number {
+  const n = count(env, 'SVC_DB_POOL', 10, 'connections');
+  if (n < 1 || n > 500) throw new ConfigError('SVC_DB_POOL: must be from 1 to 500 connections');
+  return n;
+}
+
 function replicaLease(env: NodeJS.ProcessEnv): number {
   const sec = seconds(env, 'SVC_REPLICA_LEASE', 10);
   // Under 2 s a heartbeat (a fifth of it) would race the database's own round trips.
@@ -344,6 +355,7 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
     replicaUrl: env.SVC_REPLICA_URL ? httpUrl('SVC_REPLICA_URL', env.SVC_REPLICA_URL) : '',
     replicaPeerUrl: env.SVC_REPLICA_PEER_URL ? httpUrl('SVC_REPLICA_PEER_URL', env.SVC_REPLICA_PEER_URL) : '',
     replicaLeaseMs: replicaLease(env),
+    dbPoolSize: dbPool(env),
     uploads: uploadLimits(env),
     deployLeaseMs: deployLease(env),
     metricsToken: metricsToken(env.SVC_METRICS_TOKEN ?? ''),

@@ -8,9 +8,12 @@ export function isPostgresDsn(target: string): boolean {
   return /^postgres(ql)?:\/\//i.test(target);
 }
 
-/** Opens the database named by `-db` (a file path or a postgres:// DSN) without migrating it. */
-export function connect(target: string): Db {
-  return isPostgresDsn(target) ? new PostgresDb(target) : new SqliteDb(target);
+/**
+ * Opens the database named by `-db` (a file path or a postgres:// DSN) without migrating it;
+ * `poolSize`: the most connections to Postgres at once.
+ */
+export function connect(target: string, poolSize?: number): Db {
+  return isPostgresDsn(target) ? new PostgresDb(target, poolSize) : new SqliteDb(target);
 }
 
 export class MigrationError extends Error {
@@ -26,8 +29,9 @@ export class MigrationError extends Error {
 export async function openDb(
   target: string,
   ctx: MigrationContext = {},
+  poolSize?: number,
 ): Promise<{ db: Db; steps: StepResult[] }> {
-  const db = connect(target);
+  const db = connect(target, poolSize);
   try {
     const steps = await migrate(db, MIGRATIONS, ctx);
     if (steps.some((s) => s.status === 'failed')) throw new MigrationError(steps);

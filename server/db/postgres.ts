@@ -72,6 +72,9 @@ function over(
   };
 }
 
+/** Connections to Postgres at once, per process (SVC_DB_POOL). */
+export const DEFAULT_POOL_SIZE = 10;
+
 export class PostgresDb implements Db {
   readonly dialect = DIALECT;
   #pool: pg.Pool;
@@ -79,8 +82,11 @@ export class PostgresDb implements Db {
   readonly #texts = new Rewrites();
   readonly channels: PgChannels;
 
-  constructor(dsn: string) {
-    this.#pool = new pg.Pool({ connectionString: dsn, max: 10 });
+  readonly poolSize: number;
+
+  constructor(dsn: string, poolSize = DEFAULT_POOL_SIZE) {
+    this.poolSize = poolSize;
+    this.#pool = new pg.Pool({ connectionString: dsn, max: poolSize });
     this.channels = new PgChannels(dsn, this.#pool);
     // An idle client that loses its server must not crash the process.
     this.#pool.on('error', () => {});

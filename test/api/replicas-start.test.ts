@@ -6,6 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { test } from 'node:test';
 import { parseConfig } from '../../server/config/config.ts';
 import { openDb } from '../../server/db/open.ts';
+import type { PostgresDb } from '../../server/db/postgres.ts';
 import { bootstrap } from '../../server/identity/store.ts';
 import { startServer } from '../../server/main.ts';
 import { dbTarget } from '../support/server.ts';
@@ -20,6 +21,7 @@ test('three replicas starting together on one fresh Postgres all start, with one
     SVC_BOOTSTRAP_KEY: key,
     SVC_SECRETS_KEY: randomBytes(32).toString('base64'),
     SVC_REPLICA_LEASE: '4',
+    SVC_DB_POOL: '4',
   };
   const started = await Promise.allSettled(
     [0, 1, 2].map((i) =>
@@ -51,6 +53,8 @@ test('three replicas starting together on one fresh Postgres all start, with one
     // SVC_REPLICA_LEASE sets each replica's lease and heartbeat; the table says where peers reach it.
     for (const s of servers) {
       assert.deepEqual({ ...s.ctx.cluster.replica.timing }, { leaseMs: 4000, heartbeatMs: 800 });
+      // SVC_DB_POOL bounds each replica's connections to Postgres.
+      assert.equal((s.ctx.db as PostgresDb).poolSize, 4);
     }
     const urls = await servers[0].ctx.db.all<{ url: string }>('SELECT url FROM replicas ORDER BY url');
     assert.deepEqual(
