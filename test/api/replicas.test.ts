@@ -305,8 +305,12 @@ describe('replicas on one Postgres', { skip: tier('postgres') }, () => {
     onA.hostId = sc.hostId;
     onA.secret = sc.secret;
     await onA.connect();
+    // B's view of connected hosts is its notifications' (the database alone may already say A
+    // while the notification is on its way, and an exec would then find the host unreachable).
     await waitFor(
-      async () => (await b.server.ctx.cluster.holderOf(sc.hostId)) === idOf(a),
+      async () =>
+        b.server.ctx.hub.isConnected(sc.hostId) &&
+        (await b.server.ctx.cluster.holderOf(sc.hostId)) === idOf(a),
       10_000,
       'B to hear the host is on A',
     );
