@@ -101,6 +101,9 @@ export interface E2bProcessRow {
   tty: number;
 }
 
+/** Postgres returns BIGINT and INTEGER columns as strings where SQLite gives numbers. */
+const numbers = (r: E2bProcessRow): E2bProcessRow => ({ ...r, pid: Number(r.pid), tty: Number(r.tty) });
+
 /** The next envd pid of a sandbox (never handed out twice); undefined when the sandbox is gone. */
 export async function nextPid(q: Queryable, sandboxId: string): Promise<number | undefined> {
   const r = await q.get<{ pid: number }>(
@@ -136,7 +139,7 @@ export async function findProcess(
           "SELECT * FROM e2b_processes WHERE sandbox_id = ? AND tag = ? AND tag <> '' ORDER BY pid LIMIT 1",
           [sandboxId, by.tag],
         );
-  return r && { ...r, pid: Number(r.pid), tty: Number(r.tty) };
+  return r && numbers(r);
 }
 
 /** The envd pids a sandbox has for these svc process ids. */
@@ -146,7 +149,7 @@ export async function pidsOf(q: Queryable, sandboxId: string, procs: string[]): 
     `SELECT * FROM e2b_processes WHERE sandbox_id = ? AND proc IN (${procs.map(() => '?').join(', ')})`,
     [sandboxId, ...procs],
   );
-  return rows.map((r) => ({ ...r, pid: Number(r.pid), tty: Number(r.tty) }));
+  return rows.map(numbers);
 }
 
 /** Running sandboxes whose time ran out by `at`. */
