@@ -15,6 +15,7 @@ import { tier } from '../../test/support/tiers.ts';
 import { DockerEngine, dockerClient, EngineState, PROJECT_LABEL, SERVICE_LABEL } from './engine.ts';
 import { ExecTimeout } from './errors.ts';
 import { type ExecResult, execIn } from './exec.ts';
+import { killSpare } from './testing.ts';
 
 const RUN = randomBytes(4).toString('hex');
 const docker = dockerClient();
@@ -165,7 +166,7 @@ describe('spare execs on real Docker', { skip: tier('docker'), timeout: 300_000 
       assert.equal(await spares.prepare(docker, b().project, 'main', b().id), true);
       const spare = spares.get(b().id);
       assert.ok(spare);
-      process.kill(await spare.pid(), 'SIGKILL');
+      await killSpare(spare);
       // At once, before the sidecar may have seen the stream end: either way the command runs once.
       const r = await new DockerEngine(b().project, docker, state).exec('main', ['echo', 'once'], {
         spare: true,

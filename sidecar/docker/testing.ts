@@ -85,3 +85,17 @@ export async function cleanupTestEnvs(): Promise<void> {
   // The (empty) chain itself stays: other test processes running at the same time use it, and
   // pruning it under them races their isolateBridge.
 }
+
+/**
+ * SIGKILLs a spare exec's shell. Its pid is waited for (bounded) and must be a real one: a pid of 0
+ * would signal this test process's whole process group (the runner, npm, CI's script).
+ */
+export async function killSpare(spare: { pid(): Promise<number> }): Promise<void> {
+  let pid = 0;
+  for (let i = 0; i < 100 && pid <= 1; i++) {
+    pid = await spare.pid();
+    if (pid <= 1) await new Promise((r) => setTimeout(r, 50));
+  }
+  if (pid <= 1) throw new Error(`the spare has no pid to kill (${pid})`);
+  process.kill(pid, 'SIGKILL');
+}

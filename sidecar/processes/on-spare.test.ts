@@ -14,6 +14,7 @@ import { BUSYBOX_IMAGE, ensureTestImages, PGREDIS_IMAGE } from '../../test/suppo
 import { tier } from '../../test/support/tiers.ts';
 import { DockerEngine, dockerClient, EngineState, PROJECT_LABEL, SERVICE_LABEL } from '../docker/engine.ts';
 import type { Spare } from '../docker/spare.ts';
+import { killSpare } from '../docker/testing.ts';
 import { ProcessTable } from './table.ts';
 
 const RUN = randomBytes(4).toString('hex');
@@ -262,7 +263,7 @@ describe('live processes on spare execs', { skip: tier('docker'), timeout: 300_0
 
     test(`${label}: a spare killed before its line ran: the command runs once, plainly`, async () => {
       const spare = await readySpare(b());
-      process.kill(await spare.pid(), 'SIGKILL');
+      await killSpare(spare);
       // At once, before svcd may have seen the stream end: either way the command runs once.
       const mark = `/tmp/once-${RUN}-${label}`;
       const r = await run(b(), { cmd: ['sh', '-c', `echo ran >> ${mark}; cat ${mark}`] });
