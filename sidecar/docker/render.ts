@@ -185,5 +185,10 @@ export function composeDocument(input: RenderInput): Record<string, unknown> {
 
 /** The compose file text of an env. */
 export function renderCompose(input: RenderInput): string {
-  return `# Rendered by svcd for ${input.envId}; rewritten on every start.\n${stringify(composeDocument(input))}`;
+  return composeText(input.envId, composeDocument(input));
+}
+
+/** The compose file text of a document `composeDocument` made. */
+export function composeText(envId: string, doc: Record<string, unknown>): string {
+  return `# Rendered by svcd for ${envId}; rewritten on every start.\n${stringify(doc)}`;
 }

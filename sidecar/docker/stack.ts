@@ -14,11 +14,12 @@ import { type StagedBinds, stageBinds, unstageBinds } from './bind-staging.ts';
 import { type ComposeTool, runCompose } from './compose-tool.ts';
 import { type ProbeOptions, type ProbeReport, verifyEgress } from './egress.ts';
 import { DockerEngine, dockerClient, type EngineState, PROJECT_LABEL } from './engine.ts';
+import { createFromDocument, NoImage, ProjectExists, untranslatable } from './engine-create.ts';
 import { ComposeRunError, DockerError, dockerMessage } from './errors.ts';
 import { type FirewallOptions, isolateBridge, releaseBridge } from './firewall.ts';
 import { diagnose, type WaitOptions, waitHealthy } from './health.ts';
 import { primaryIPv4 } from './hostip.ts';
-import { bridgeName, networkName, projectName, renderCompose } from './render.ts';
+import { bridgeName, composeDocument, composeText, networkName, projectName } from './render.ts';
 import type { SubnetAllocator } from './subnets.ts';
 
 export interface StackSpec {
@@ -51,6 +52,8 @@ export interface StackOptions {
   layerQuota?: boolean;
   /** Where relative binds are staged (bind-staging.ts); a stack with binds cannot start without it. */
   stageDir?: string;
+  /** Create through the compose CLI even where the Engine API could (the parity test's baseline). */
+  composeCreate?: boolean;
 }
 
 export class Stack {
@@ -65,6 +68,8 @@ export class Stack {
   private readonly opts: StackOptions;
   /** Where each relative bind was staged by the latest `up`. */
   private staged: StagedBinds = {};
+  /** The document the latest `write` rendered. */
+  private doc: Record<string, unknown> = {};
 
   constructor(opts: StackOptions) {
     this.opts = opts;
@@ -89,7 +94,7 @@ export class Stack {
   /** Renders the compose file and writes it atomically; returns its text. */
   async write(): Promise<string> {
     const subnet = await this.opts.subnets?.allocate(this.envId);
-    const text = renderCompose({
+    this.doc = composeDocument({
       envId: this.envId,
       ...this.spec,
       volumePaths: this.opts.volumePaths ?? {},
@@ -98,6 +103,7 @@ export class Stack {
       subnet,
       layerQuota: this.opts.layerQuota,
     });
+    const text = composeText(this.envId, this.doc);
     await mkdir(this.opts.dir, { recursive: true });
     await writeFileAtomic(this.composeFile, text);
     return text;
@@ -167,20 +173,39 @@ export class Stack {
   }
 
   /**
-   * `up --no-start`; when another sidecar on this engine took the same subnet a moment earlier
-   * (Docker: "Pool overlaps"), the allocation is dropped and made again, now seeing that network.
+   * Creates the project's objects: a fresh project through the Engine API (engine-create.ts), one
+   * that exists already, or whose document or image only compose handles, by `up --no-start`.
+   * When another sidecar on this engine took the same subnet a moment earlier (Docker: "Pool
+   * overlaps"), the allocation is dropped and made again, now seeing that network.
    */
   private async createContainers(args: string[], timeoutMs: number): Promise<void> {
     const { subnets } = this.opts;
+    let engine = !this.opts.composeCreate && untranslatable(this.doc) === null;
     await retryFailures(
       async (n) => {
         if (n > 0) await this.write();
+        if (engine) {
+          try {
+            const names = {
+              project: this.project,
+              version: this.tool.version,
+              file: this.composeFile,
+              dir: this.opts.dir,
+            };
+            return await createFromDocument(this.engine.docker, names, this.doc);
+          } catch (err) {
+            if (!(err instanceof ProjectExists || err instanceof NoImage)) throw err;
+            engine = false;
+          }
+        }
         await this.compose(args, timeoutMs);
       },
       {
         attempts: 5,
         when: async (err) => {
-          if (!subnets || !(err instanceof ComposeRunError && /overlaps/i.test(err.stderr))) return false;
+          const text =
+            err instanceof ComposeRunError ? err.stderr : err instanceof DockerError ? err.message : '';
+          if (!subnets || !/overlaps/i.test(text)) return false;
           await subnets.release(this.envId);
           return true;
         },
