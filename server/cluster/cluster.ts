@@ -40,6 +40,19 @@ export type Message =
   /** An API key was revoked: every replica forgets it at once, not when its cache entry ends. */
   | { k: 'key'; id: string };
 
+/** Every kind of Message (a metric's label is one of these or 'other'). */
+const KINDS: ReadonlySet<string> = new Set([
+  'cmd',
+  'done',
+  'miss',
+  'out',
+  'tail',
+  'up',
+  'down',
+  'evt',
+  'key',
+]);
+
 export type ClusterEvents = {
   /** A message addressed to this replica (sent by `from`). */
   message: { from: string; m: Message };
@@ -82,6 +95,8 @@ export class Cluster extends Emitter<ClusterEvents> {
   #seq = 0;
   #abandoned = false;
   #ticks = 0;
+  /** Notifications sent and heard, by `<sent|received>:<kind>` (the operator's /metrics). */
+  readonly #messages = new Map<string, number>();
 
   constructor(db: Db, log: ReplicaLogger, timing: Partial<ReplicaTiming> = {}) {
     super((err, name) => log.warn({ err }, `cluster ${String(name)} handling failed`));
@@ -131,13 +146,30 @@ export class Cluster extends Emitter<ClusterEvents> {
   /** Sends `m` to one replica (nothing on a database for one replica). */
   send(replicaId: string, m: Message): void {
     if (!this.#channels || this.#abandoned) return;
+    this.#count('sent', m);
     this.#channels.notify(channelOf(replicaId), JSON.stringify({ from: this.id, m }));
   }
 
   /** Sends `m` to every other replica. */
   broadcast(m: Message): void {
     if (!this.#channels || this.#abandoned) return;
+    this.#count('sent', m);
     this.#channels.notify(ALL, JSON.stringify({ from: this.id, m }));
+  }
+
+  #count(direction: 'sent' | 'received', m: Message): void {
+    // Kinds are this code's own; anything else a peer sent is counted as one label, not by name.
+    const kind = typeof m.k === 'string' && KINDS.has(m.k) ? m.k : 'other';
+    const key = `${direction}:${kind}`;
+    this.#messages.set(key, (this.#messages.get(key) ?? 0) + 1);
+  }
+
+  /**
+   * What crossed between this replica and the others: notifications by direction and kind, and
+   * the hosts whose stream is here or on another live replica. For the operator's /metrics.
+   */
+  get traffic(): { messages: ReadonlyMap<string, number>; hostsHere: number; hostsElsewhere: number } {
+    return { messages: this.#messages, hostsHere: this.#held.size, hostsElsewhere: this.#remote.size };
   }
 
   #heard(payload: string, all: boolean): void {
@@ -150,6 +182,7 @@ export class Cluster extends Emitter<ClusterEvents> {
     }
     if (!msg || typeof msg.from !== 'string' || msg.from === this.id || !msg.m) return;
     const m = msg.m;
+    this.#count('received', m);
     if (!all) {
       this.emit('message', msg);
       return;

@@ -21,6 +21,8 @@ export interface MetricsSources {
   hostsConnected(): number;
   /** Throws that escaped a callback or reached the process, by kind, since the start. */
   faults(): ReadonlyMap<string, number>;
+  /** What crossed between this replica and the others (server/cluster/cluster.ts `traffic`). */
+  replicas?(): { messages: ReadonlyMap<string, number>; hostsHere: number; hostsElsewhere: number };
 }
 
 export class Metrics {
@@ -98,6 +100,33 @@ export class Metrics {
         for (const [kind, n] of sources.faults()) this.inc({ kind }, n);
       },
     });
+    const { replicas } = sources;
+    if (replicas) {
+      new Counter({
+        name: 'svc_replica_messages_total',
+        help: 'Notifications between control-plane replicas, by direction (sent, received) and kind (cmd: a command for a host held elsewhere; done, miss: its answer; out, tail: relayed process output; up, down: host locations; evt, key)',
+        labelNames: ['direction', 'kind'],
+        registers,
+        collect() {
+          this.reset();
+          for (const [key, n] of replicas().messages) {
+            const [direction, kind] = key.split(':');
+            this.inc({ direction, kind }, n);
+          }
+        },
+      });
+      new Gauge({
+        name: 'svc_replica_hosts',
+        help: 'Hosts by where their stream is: here, or on another live replica (whose commands this one relays)',
+        labelNames: ['stream'],
+        registers,
+        collect() {
+          const t = replicas();
+          this.set({ stream: 'here' }, t.hostsHere);
+          this.set({ stream: 'elsewhere' }, t.hostsElsewhere);
+        },
+      });
+    }
     this.poolSize = new Gauge({
       name: 'svc_pool_members',
       help: 'Warm pools by version: target size, ready members, members still forking',

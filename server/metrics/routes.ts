@@ -27,6 +27,7 @@ export function metricsRoutes(app: App, ctx: AppContext): void {
   const metrics = new Metrics({
     hostsConnected: () => ctx.hub.connectedCount?.() ?? 0,
     faults: () => ctx.faults.counts(),
+    ...(ctx.cluster.shared ? { replicas: () => ctx.cluster.traffic } : {}),
   });
   app.addHook('onResponse', (req, reply, done) => {
     metrics.http.observe(
