@@ -86,8 +86,15 @@ export function createOrchestrator(
     opts.events,
     cluster && ((id) => cluster.hostGone(id, () => hub.isConnected(id))),
   );
-  // Where each host's stream is, for every replica, before anything is sent on it.
-  if (cluster) hub.on('hello', (h) => cluster.hostConnected(h));
+  // Where each host's stream is, for every replica, before anything is sent on it: a known host's
+  // is written with its hello.
+  if (cluster) {
+    hub.locateWith(
+      (h) => cluster.admit(h),
+      (id) => void cluster.unlocate(id, () => hub.isConnected(id)).catch(() => {}),
+    );
+    hub.on('hello', (h) => cluster.hostConnected(h));
+  }
   // The dispatcher first: a host's stream is known to it before host.report is sent on it, and
   // its commands in flight fail before the host is marked unreachable.
   for (const subscriber of [dispatcher, records]) {

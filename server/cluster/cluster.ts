@@ -10,6 +10,7 @@ import { guard } from '../../shared/faults.ts';
 import type { Channels, Db } from '../db/types.ts';
 import type { HostConnectivity } from '../hosts/connectivity.ts';
 import type { HostGone, HostHello } from '../hosts/hub-events.ts';
+import { connectKnownHost, type KnownHello, type KnownHost } from '../hosts/store.ts';
 import { Replica, type ReplicaLogger, type ReplicaTiming } from './replica.ts';
 import {
   type HostLocation,
@@ -90,6 +91,8 @@ export class Cluster extends Emitter<ClusterEvents> {
   readonly #held = new Map<string, HostLocation>();
   /** Per host: its location written and released in the order its streams came and went. */
   readonly #hostQueue = new KeyedQueue();
+  /** Per host: streams admitted here (their location written) and not yet open or given up. */
+  readonly #opening = new Map<string, number>();
   /** Per host, the number of the last notification about it (a reload must not undo a newer one). */
   readonly #touched = new Map<string, number>();
   #seq = 0;
@@ -206,10 +209,43 @@ export class Cluster extends Emitter<ClusterEvents> {
     }
   }
 
+  /**
+   * A known host's hello here, checked and recorded with its location in one statement, in turn
+   * with the host's other location changes here. Until its stream opens (`hostConnected`) or is
+   * given up (`unlocate`), no earlier stream's end takes the location back.
+   */
+  admit(h: KnownHello): Promise<KnownHost | undefined> {
+    return this.#hostQueue.run(h.id, async () => {
+      const k = await connectKnownHost(this.#db, { ...h, replicaId: this.id });
+      if (!k) return undefined;
+      this.#opening.set(h.id, (this.#opening.get(h.id) ?? 0) + 1);
+      this.#held.set(h.id, { host_id: h.id, replica_id: this.id, team_id: k.teamId, cloud_id: k.cloudId });
+      return k;
+    });
+  }
+
+  /** An admitted stream closed before it opened: its location goes unless a newer stream holds it. */
+  unlocate(hostId: string, openHere: () => boolean): Promise<void> {
+    this.#opened(hostId);
+    return this.hostGone(hostId, openHere);
+  }
+
+  #opened(hostId: string): void {
+    const n = (this.#opening.get(hostId) ?? 0) - 1;
+    if (n > 0) this.#opening.set(hostId, n);
+    else this.#opening.delete(hostId);
+  }
+
   /** The hub accepted a host's stream here: it is this replica's now, for every replica. */
   hostConnected(h: HostHello): Promise<void> {
     this.#remote.delete(h.hostId);
     const l = { host_id: h.hostId, replica_id: this.id, team_id: h.teamId, cloud_id: h.cloudId };
+    if (h.located) {
+      // Written with the hello (admit): only the others are told.
+      this.#opened(h.hostId);
+      this.broadcast({ k: 'up', h: l.host_id, t: l.team_id, c: l.cloud_id });
+      return Promise.resolve();
+    }
     this.#held.set(h.hostId, l);
     return this.#hostQueue.run(h.hostId, () => this.#put(l));
   }
@@ -226,7 +262,7 @@ export class Cluster extends Emitter<ClusterEvents> {
    */
   hostGone(hostId: string, openHere: () => boolean): Promise<void> {
     return this.#hostQueue.run(hostId, async () => {
-      if (openHere()) return;
+      if (openHere() || this.#opening.has(hostId)) return;
       this.#held.delete(hostId);
       if (await releaseLocation(this.#db, hostId, this.id)) this.broadcast({ k: 'down', h: hostId });
     });

@@ -10,6 +10,7 @@ const DIALECT: Dialect = {
     soleWriter: false,
     cheapSharedCommits: false,
     sharedByReplicas: true,
+    writesInWith: true,
   },
   // An arbitrary key, the same in every replica.
   setupLockSql: 'SELECT pg_advisory_xact_lock(7566701)',

@@ -12,6 +12,7 @@ const DIALECT: Dialect = {
     soleWriter: true,
     cheapSharedCommits: true,
     sharedByReplicas: false,
+    writesInWith: false,
   },
   setupLockSql: null,
   clockMs: "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)",

@@ -34,6 +34,12 @@ export interface Capabilities {
    * and everything stays in-process (a second one is refused at start).
    */
   sharedByReplicas: boolean;
+  /**
+   * A WITH clause may hold INSERT and UPDATE statements whose rows the rest of the statement uses
+   * (Postgres): several writes that go together cost one round trip. Without it (SQLite, where a
+   * statement is a local call anyway) they are separate statements.
+   */
+  writesInWith: boolean;
 }
 
 export interface Dialect {

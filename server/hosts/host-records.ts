@@ -54,9 +54,13 @@ export class HostRecords {
 
   /**
    * Asks a host that just connected for its capabilities (host.report) and records them, a few
-   * hosts at a time; a host whose stream is gone by its turn is not asked.
+   * hosts at a time; a host whose stream is gone by its turn is not asked. A known host whose hello
+   * carried the capabilities already recorded is not asked either: svcd's hello and its report
+   * describe the host with the same detection, so the report would record what is there, and
+   * asking would cost three statements per host when a dead replica's hosts come here together.
    */
   connected(h: HostHello): Promise<void> {
+    if (h.capabilitiesRecorded) return Promise.resolve();
     return this.#reports.run(async () => {
       if (!h.current()) return;
       try {

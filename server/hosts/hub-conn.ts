@@ -18,6 +18,16 @@ export interface Conn extends OutputBudget {
   dropped: number;
 }
 
+/**
+ * A stream whose hello was accepted. `located`: the hello also wrote which replica holds it;
+ * `current`: the hello's capabilities are those already recorded.
+ */
+export interface Admitted {
+  c: Conn;
+  located: boolean;
+  current: boolean;
+}
+
 export function newConn(ws: WebSocket, hostId: string, teamId: string, cloudId: string): Conn {
   const at = Date.now();
   return {

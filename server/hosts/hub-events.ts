@@ -12,6 +12,10 @@ export interface HostHello {
   cloudId: string;
   /** As sent in the hello (empty when a known host sent none). */
   capabilities: HelloCapabilities;
+  /** They are the capabilities already recorded for the host (a known host saying the same again). */
+  capabilitiesRecorded?: boolean;
+  /** The stream's location (which replica holds it) was written with the hello. */
+  located?: boolean;
   /** Writes a frame on this stream; false once it is closed or replaced. */
   send(f: Frame): boolean;
   /** True while this stream is the host's open stream. */

@@ -136,6 +136,29 @@ describe('the hub emits what happens on host streams', () => {
     );
   });
 
+  test("a known host's hello says whether its capabilities are those already recorded", async () => {
+    const first = await new FakeSidecar(url).connect('jt');
+    assert.equal((of(first.hostId)[0].event as HostHello).capabilitiesRecorded, false, 'a join');
+    await first.close();
+    const again = new FakeSidecar(url);
+    again.hostId = first.hostId;
+    again.secret = first.secret;
+    const same = next('hello', (h) => h.hostId === first.hostId);
+    await again.connect();
+    assert.equal((await same).capabilitiesRecorded, true, 'the capabilities it joined with');
+    assert.equal((await same).located, false, 'no cluster: no location written with it');
+    await again.close();
+    await db.run('UPDATE hosts SET capabilities = ? WHERE id = ?', ['{"hostname":"other"}', first.hostId]);
+    const changed = next('hello', (h) => h.hostId === first.hostId);
+    await again.connect();
+    assert.equal((await changed).capabilitiesRecorded, false, 'other capabilities than recorded');
+    const row = await db.get<{ capabilities: string }>('SELECT capabilities FROM hosts WHERE id = ?', [
+      first.hostId,
+    ]);
+    assert.deepEqual(JSON.parse(row?.capabilities ?? ''), DEFAULT_CAPS, "the hello's are recorded");
+    await again.close();
+  });
+
   test('a bad hello is refused with its reason and emits nothing', async () => {
     let deep: Record<string, unknown> = { leaf: 1 };
     for (let i = 0; i < 10; i++) deep = { deep };

@@ -5,6 +5,7 @@
 // host records (host-records.ts) subscribe. It keeps the live view of which hosts are connected.
 import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
+import { isDeepStrictEqual } from 'node:util';
 import { WebSocket, WebSocketServer } from 'ws';
 import {
   type Frame,
@@ -19,13 +20,13 @@ import { newSecret, PREFIX } from '../../protocol/ids.ts';
 import { decodeOutput, type OutputFrame, type OutputFrameError } from '../../protocol/processes.ts';
 import { Emitter } from '../../shared/emitter.ts';
 import { guard, reportFault } from '../../shared/faults.ts';
-import { type Db, now } from '../db/types.ts';
-import { hashSecret, secretMatches } from '../identity/secrets.ts';
+import { type Db, now, parseJson } from '../db/types.ts';
+import { hashSecret } from '../identity/secrets.ts';
 import type { HostConnectivity } from './connectivity.ts';
-import { type Conn, newConn, refuse, refuseHandshake } from './hub-conn.ts';
+import { type Admitted, type Conn, newConn, refuse, refuseHandshake } from './hub-conn.ts';
 import type { HostHello, HubEvents } from './hub-events.ts';
 import { releaseJoinToken } from './join-tokens.ts';
-import { getHostRow, insertHost, setLastSeen, updateHost } from './store.ts';
+import { type AdmitKnown, connectKnownHost, insertHost, setLastSeen } from './store.ts';
 import {
   admitEvent,
   admitOutput,
@@ -63,6 +64,7 @@ export class Hub extends Emitter<HubEvents> implements HostConnectivity {
   #seen = new Map<string, string>();
   #sweeper: NodeJS.Timeout;
   #onJoined: (token: string, hostId: string) => Promise<void>;
+  #locator: { admit: AdmitKnown; unlocate: (hostId: string) => void } | undefined;
 
   constructor(
     db: Db,
@@ -81,6 +83,14 @@ export class Hub extends Emitter<HubEvents> implements HostConnectivity {
       SWEEP_EVERY_MS,
     );
     this.#sweeper.unref();
+  }
+
+  /**
+   * Replicas: a known host's hello also records where its stream is, in the same statement
+   * (`admit`); `unlocate` takes that back for a stream that closed before it opened.
+   */
+  locateWith(admit: AdmitKnown, unlocate: (hostId: string) => void): void {
+    this.#locator = { admit, unlocate };
   }
 
   attach(server: Server, other?: UpgradeHandler): void {
@@ -233,8 +243,12 @@ export class Hub extends Emitter<HubEvents> implements HostConnectivity {
       return null;
     }
     try {
-      const c = hello.host_id ? await this.#known(ws, hello) : await this.#join(ws, hello);
-      if (!c || ws.readyState !== WebSocket.OPEN) return null;
+      const a = hello.host_id ? await this.#known(ws, hello) : await this.#join(ws, hello);
+      if (!a || ws.readyState !== WebSocket.OPEN) {
+        if (a?.located) this.#locator?.unlocate(a.c.hostId);
+        return null;
+      }
+      const c = a.c;
       const old = this.#conns.get(c.hostId);
       this.#conns.set(c.hostId, c);
       if (old) {
@@ -242,7 +256,7 @@ export class Hub extends Emitter<HubEvents> implements HostConnectivity {
         refuse(old.ws, 'replaced by a newer connection for this host');
       }
       this.#log.info({ host: c.hostId, replaced: Boolean(old) }, 'host connected');
-      this.emit('hello', this.#helloEvent(c, hello));
+      this.emit('hello', this.#helloEvent(a, hello));
       return c;
     } catch (err) {
       this.#log.warn({ err }, 'hello failed');
@@ -251,8 +265,10 @@ export class Hub extends Emitter<HubEvents> implements HostConnectivity {
     }
   }
 
-  #helloEvent(c: Conn, hello: HelloPayload): HostHello {
+  #helloEvent({ c, located, current }: Admitted, hello: HelloPayload): HostHello {
     return {
+      located,
+      capabilitiesRecorded: current,
       hostId: c.hostId,
       teamId: c.teamId,
       cloudId: c.cloudId,
@@ -262,7 +278,7 @@ export class Hub extends Emitter<HubEvents> implements HostConnectivity {
     };
   }
 
-  async #join(ws: WebSocket, hello: HelloPayload): Promise<Conn | null> {
+  async #join(ws: WebSocket, hello: HelloPayload): Promise<Admitted | null> {
     const used = await this.#consume(this.#db, hello.token);
     if ('error' in used) {
       refuse(ws, used.error);
@@ -277,27 +293,29 @@ export class Hub extends Emitter<HubEvents> implements HostConnectivity {
       status: 'connected',
       secretHash: hashSecret(secret),
       capabilities: caps,
+      lastSeenAt: now(),
     }).catch(async (err) => {
       // No host was recorded: the token was not used after all, so the sidecar may retry.
       await releaseJoinToken(this.#db, hello.token).catch(() => {});
       throw err;
     });
-    await updateHost(this.#db, host.ID, { lastSeenAt: now() });
     await this.#onJoined(hello.token, host.ID);
     ws.send(JSON.stringify(helloReply(host.ID, secret)));
-    return newConn(ws, host.ID, used.teamId, used.cloudId);
+    return { c: newConn(ws, host.ID, used.teamId, used.cloudId), located: false, current: false };
   }
 
-  async #known(ws: WebSocket, hello: HelloPayload): Promise<Conn | null> {
-    const row = await getHostRow(this.#db, hello.host_id);
-    if (row?.kind !== 'sidecar' || !row.secret_hash || !secretMatches(hello.token, row.secret_hash)) {
+  async #known(ws: WebSocket, hello: HelloPayload): Promise<Admitted | null> {
+    const caps = Object.keys(hello.capabilities).length ? hello.capabilities : undefined;
+    const secretHash = hashSecret(hello.token);
+    const admit = this.#locator?.admit ?? ((h) => connectKnownHost(this.#db, h));
+    const k = await admit({ id: hello.host_id, secretHash, at: now(), capabilities: caps });
+    if (!k) {
       refuse(ws, 'hello: unknown host or bad host secret');
       return null;
     }
-    const caps = Object.keys(hello.capabilities).length ? hello.capabilities : undefined;
-    await updateHost(this.#db, row.id, { status: 'connected', lastSeenAt: now(), capabilities: caps });
-    ws.send(JSON.stringify(helloReply(row.id)));
-    return newConn(ws, row.id, row.team_id, row.cloud_id);
+    ws.send(JSON.stringify(helloReply(hello.host_id)));
+    const current = caps !== undefined && isDeepStrictEqual(caps, parseJson(k.recorded, null));
+    return { c: newConn(ws, hello.host_id, k.teamId, k.cloudId), located: Boolean(this.#locator), current };
   }
 
   /** Applies the stream's own rules to a frame, then hands it to the subscribers. */

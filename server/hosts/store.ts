@@ -6,6 +6,7 @@ import type { Static } from '@sinclair/typebox';
 import type { Host as HostSchema, HostStatus } from '../../protocol/api/records.ts';
 import { newId, PREFIX } from '../../protocol/ids.ts';
 import { type Db, json, now, parseJson, type Queryable, updateColumns } from '../db/types.ts';
+import { sameHash } from '../identity/secrets.ts';
 
 /** Host `Status`: the API's union (protocol/api/records.ts). */
 export type { HostStatus };
@@ -53,6 +54,7 @@ export interface NewHost {
   secretHash?: string;
   capabilities?: Record<string, unknown>;
   kind?: string;
+  lastSeenAt?: string;
 }
 
 export async function insertHost(q: Queryable, h: NewHost): Promise<Host> {
@@ -64,7 +66,7 @@ export async function insertHost(q: Queryable, h: NewHost): Promise<Host> {
     status: h.status,
     provider_ref: h.providerRef ?? '',
     secret_hash: h.secretHash ?? '',
-    last_seen_at: null,
+    last_seen_at: h.lastSeenAt ?? null,
     created_at: now(),
     capabilities: json(h.capabilities ?? {}),
     kind: h.kind ?? 'sidecar',
@@ -146,6 +148,79 @@ export async function insertDriverHost(
     [id, h.teamId, h.cloudId, h.name, h.kind, json(h.capabilities), now()],
   );
   return r.changes > 0;
+}
+
+/** A known host's hello: its id, the hash of the secret it sent, and what to record. */
+export interface KnownHello {
+  id: string;
+  secretHash: string;
+  at: string;
+  /** As the hello sent them; absent: the recorded ones stay. */
+  capabilities?: Record<string, unknown>;
+  /** The replica whose stream it is: the host's location is written with the hello. */
+  replicaId?: string;
+}
+
+export interface KnownHost {
+  teamId: string;
+  cloudId: string;
+  /** The capabilities recorded before this hello (JSON text). */
+  recorded: string;
+}
+
+/** Checks and records a known host's hello (connectKnownHost, or the cluster's in its turn). */
+export type AdmitKnown = (h: KnownHello) => Promise<KnownHost | undefined>;
+
+const KNOWN = `hosts.id = ? AND hosts.kind = 'sidecar' AND hosts.secret_hash = ?`;
+const LOCATION_UPDATE = `ON CONFLICT (host_id) DO UPDATE SET replica_id = excluded.replica_id,
+  team_id = excluded.team_id, cloud_id = excluded.cloud_id, since = excluded.since`;
+
+/**
+ * A known host says hello: when the secret's hash is the host's, the host is connected, seen now,
+ * has the hello's capabilities and (with `replicaId`) its stream's location, and its team, cloud
+ * and previously recorded capabilities are returned; otherwise nothing changes and this returns
+ * undefined. Where a WITH clause may write, that is one statement (a replica's pool takes every
+ * host of a dead replica at once, and each round trip waits in it); elsewhere three. The hash is
+ * a SHA-256 of a random secret, matched as the other secrets' hashes are (api_keys, join_tokens),
+ * and compared once more in constant time here.
+ */
+export async function connectKnownHost(db: Db, h: KnownHello): Promise<KnownHost | undefined> {
+  const caps = h.capabilities === undefined ? null : json(h.capabilities);
+  let row: (HostRow & { recorded: string }) | undefined;
+  if (db.dialect.capabilities.writesInWith) {
+    const located = h.replicaId
+      ? `, l AS (INSERT INTO host_locations (host_id, replica_id, team_id, cloud_id, since)
+           SELECT id, ?, team_id, cloud_id, ? FROM u ${LOCATION_UPDATE})`
+      : '';
+    // The self-join gives the row as it was before this statement: the capabilities recorded.
+    row = await db.get<HostRow & { recorded: string }>(
+      `WITH u AS (
+         UPDATE hosts SET status = 'connected', last_seen_at = ?, capabilities = COALESCE(?, o.capabilities)
+           FROM hosts o WHERE ${KNOWN} AND o.id = hosts.id
+         RETURNING hosts.id, hosts.team_id, hosts.cloud_id, hosts.secret_hash, o.capabilities AS recorded)
+       ${located}
+       SELECT * FROM u`,
+      [h.at, caps, h.id, h.secretHash, ...(h.replicaId ? [h.replicaId, h.at] : [])],
+    );
+  } else {
+    const old = await db.get<HostRow>(`SELECT * FROM hosts WHERE ${KNOWN}`, [h.id, h.secretHash]);
+    if (old && sameHash(old.secret_hash, h.secretHash)) {
+      row = { ...old, recorded: old.capabilities };
+      await db.run(
+        `UPDATE hosts SET status = 'connected', last_seen_at = ?, capabilities = COALESCE(?, capabilities)
+          WHERE id = ?`,
+        [h.at, caps, h.id],
+      );
+      if (h.replicaId)
+        await db.run(
+          `INSERT INTO host_locations (host_id, replica_id, team_id, cloud_id, since) VALUES (?, ?, ?, ?, ?)
+           ${LOCATION_UPDATE}`,
+          [h.id, h.replicaId, old.team_id, old.cloud_id, h.at],
+        );
+    }
+  }
+  if (!row || !sameHash(row.secret_hash, h.secretHash)) return undefined;
+  return { teamId: row.team_id, cloudId: row.cloud_id, recorded: row.recorded };
 }
 
 const FLUSH_CHUNK = 1000;
