@@ -171,7 +171,7 @@ export interface KnownHost {
 /** Checks and records a known host's hello (connectKnownHost, or the cluster's in its turn). */
 export type AdmitKnown = (h: KnownHello) => Promise<KnownHost | undefined>;
 
-const KNOWN = `hosts.id = ? AND hosts.kind = 'sidecar' AND hosts.secret_hash = ?`;
+const KNOWN = `id = ? AND kind = 'sidecar' AND secret_hash = ?`;
 const LOCATION_UPDATE = `ON CONFLICT (host_id) DO UPDATE SET replica_id = excluded.replica_id,
   team_id = excluded.team_id, cloud_id = excluded.cloud_id, since = excluded.since`;
 
@@ -192,15 +192,17 @@ export async function connectKnownHost(db: Db, h: KnownHello): Promise<KnownHost
       ? `, l AS (INSERT INTO host_locations (host_id, replica_id, team_id, cloud_id, since)
            SELECT id, ?, team_id, cloud_id, ? FROM u ${LOCATION_UPDATE})`
       : '';
-    // The self-join gives the row as it was before this statement: the capabilities recorded.
+    // Every part of a WITH sees the rows as they were before the statement: `o` has the
+    // capabilities recorded until now. Each part finds its row by primary key.
     row = await db.get<HostRow & { recorded: string }>(
-      `WITH u AS (
-         UPDATE hosts SET status = 'connected', last_seen_at = ?, capabilities = COALESCE(?, o.capabilities)
-           FROM hosts o WHERE ${KNOWN} AND o.id = hosts.id
-         RETURNING hosts.id, hosts.team_id, hosts.cloud_id, hosts.secret_hash, o.capabilities AS recorded)
+      `WITH o AS (SELECT capabilities FROM hosts WHERE id = ?),
+       u AS (
+         UPDATE hosts SET status = 'connected', last_seen_at = ?, capabilities = COALESCE(?, capabilities)
+          WHERE ${KNOWN}
+         RETURNING id, team_id, cloud_id, secret_hash)
        ${located}
-       SELECT * FROM u`,
-      [h.at, caps, h.id, h.secretHash, ...(h.replicaId ? [h.replicaId, h.at] : [])],
+       SELECT u.*, o.capabilities AS recorded FROM u, o`,
+      [h.id, h.at, caps, h.id, h.secretHash, ...(h.replicaId ? [h.replicaId, h.at] : [])],
     );
   } else {
     const old = await db.get<HostRow>(`SELECT * FROM hosts WHERE ${KNOWN}`, [h.id, h.secretHash]);
