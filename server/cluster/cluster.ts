@@ -10,7 +10,8 @@ import { guard } from '../../shared/faults.ts';
 import type { Channels, Db } from '../db/types.ts';
 import type { HostConnectivity } from '../hosts/connectivity.ts';
 import type { HostGone, HostHello } from '../hosts/hub-events.ts';
-import { connectKnownHost, type KnownHello, type KnownHost } from '../hosts/store.ts';
+import { KnownHellos } from '../hosts/known-hellos.ts';
+import type { KnownHello, KnownHost } from '../hosts/store.ts';
 import { Replica, type ReplicaLogger, type ReplicaTiming } from './replica.ts';
 import {
   type HostLocation,
@@ -82,6 +83,8 @@ export interface LocalHub extends HostConnectivity {
 
 export class Cluster extends Emitter<ClusterEvents> {
   readonly replica: Replica;
+  /** Known hosts' hellos here, written with their locations, many in one statement. */
+  readonly hellos: KnownHellos;
   readonly #db: Db;
   readonly #channels: Channels | undefined;
   readonly #log: ReplicaLogger;
@@ -107,6 +110,7 @@ export class Cluster extends Emitter<ClusterEvents> {
     this.#channels = db.channels;
     this.#log = log;
     this.replica = new Replica(db, log, timing);
+    this.hellos = new KnownHellos(db, this.replica.id);
   }
 
   get id(): string {
@@ -216,7 +220,7 @@ export class Cluster extends Emitter<ClusterEvents> {
    */
   admit(h: KnownHello): Promise<KnownHost | undefined> {
     return this.#hostQueue.run(h.id, async () => {
-      const k = await connectKnownHost(this.#db, { ...h, replicaId: this.id });
+      const k = await this.hellos.admit(h);
       if (!k) return undefined;
       this.#opening.set(h.id, (this.#opening.get(h.id) ?? 0) + 1);
       this.#held.set(h.id, { host_id: h.id, replica_id: this.id, team_id: k.teamId, cloud_id: k.cloudId });

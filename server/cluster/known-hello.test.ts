@@ -8,6 +8,7 @@ import { after, before, test } from 'node:test';
 import { dbTarget, forEachDialect } from '../../test/support/server.ts';
 import { openDb } from '../db/open.ts';
 import type { Db } from '../db/types.ts';
+import { KnownHellos } from '../hosts/known-hellos.ts';
 import { connectKnownHost, type HostRow, insertHost } from '../hosts/store.ts';
 import { hashSecret } from '../identity/secrets.ts';
 import { bootstrap } from '../identity/store.ts';
@@ -160,5 +161,43 @@ forEachDialect('a known host says hello', (dialect) => {
     // A wrong secret admits nothing and leaves no stream pending.
     assert.equal(await cluster.admit({ ...hello, secretHash: hashSecret('dhs_wrong') }), undefined);
     assert.equal(await location(h.ID), undefined);
+  });
+
+  test('hellos that arrive together are written in one batch (one statement where WITH may write), each with its own answer', async () => {
+    const hellos = new KnownHellos(db, 'rep_batch');
+    const hosts = await Promise.all(Array.from({ length: 20 }, (_, i) => host({ hostname: `h${i}` })));
+    const at = '2030-01-05T00:00:00.000Z';
+    const right = (id: string, hostname: string) => ({
+      id,
+      secretHash: hashSecret('dhs_right'),
+      at,
+      capabilities: { hostname },
+    });
+    const answers = await Promise.all([
+      ...hosts.map((h, i) => hellos.admit(right(h.ID, i % 2 ? `h${i}` : 'new'))),
+      hellos.admit({ ...right(hosts[0].ID, 'again'), at: '2030-01-06T00:00:00.000Z' }),
+      hellos.admit({ ...right(hosts[1].ID, 'x'), secretHash: hashSecret('dhs_wrong') }),
+    ]);
+    // A host twice in the same turn: its second hello goes in the next batch, after the first.
+    assert.deepEqual(hellos.stats, { batches: 2, hellos: 22 });
+    for (const [i, h] of hosts.entries()) {
+      assert.deepEqual(answers[i], {
+        teamId,
+        cloudId: 'cloud_1',
+        recorded: JSON.stringify({ hostname: `h${i}` }),
+      });
+      assert.deepEqual(await location(h.ID), {
+        replica_id: 'rep_batch',
+        team_id: teamId,
+        cloud_id: 'cloud_1',
+      });
+      const r = await row(h.ID);
+      assert.equal(r?.status, 'connected');
+      if (i > 0) assert.deepEqual(JSON.parse(r?.capabilities ?? ''), { hostname: i % 2 ? `h${i}` : 'new' });
+    }
+    assert.equal(answers[20]?.recorded, JSON.stringify({ hostname: 'new' }), 'after the first hello');
+    assert.deepEqual(JSON.parse((await row(hosts[0].ID))?.capabilities ?? ''), { hostname: 'again' });
+    assert.equal((await row(hosts[0].ID))?.last_seen_at, '2030-01-06T00:00:00.000Z');
+    assert.equal(answers[21], undefined, 'a wrong secret in a batch is refused alone');
   });
 });

@@ -26,7 +26,8 @@ import type { HostConnectivity } from './connectivity.ts';
 import { type Admitted, type Conn, newConn, refuse, refuseHandshake } from './hub-conn.ts';
 import type { HostHello, HubEvents } from './hub-events.ts';
 import { releaseJoinToken } from './join-tokens.ts';
-import { type AdmitKnown, connectKnownHost, insertHost, setLastSeen } from './store.ts';
+import { KnownHellos } from './known-hellos.ts';
+import { type AdmitKnown, insertHost, setLastSeen } from './store.ts';
 import {
   admitEvent,
   admitOutput,
@@ -65,6 +66,7 @@ export class Hub extends Emitter<HubEvents> implements HostConnectivity {
   #sweeper: NodeJS.Timeout;
   #onJoined: (token: string, hostId: string) => Promise<void>;
   #locator: { admit: AdmitKnown; unlocate: (hostId: string) => void } | undefined;
+  #hellos: KnownHellos;
 
   constructor(
     db: Db,
@@ -75,6 +77,7 @@ export class Hub extends Emitter<HubEvents> implements HostConnectivity {
     // A subscriber's failure is logged; it never breaks the stream or the other subscribers.
     super((err, name, event) => log.warn({ err, host: event.hostId }, `${name} handling failed`));
     this.#db = db;
+    this.#hellos = new KnownHellos(db);
     this.#onJoined = onJoined ?? (async () => {});
     this.#consume = consume;
     this.#log = log;
@@ -85,10 +88,7 @@ export class Hub extends Emitter<HubEvents> implements HostConnectivity {
     this.#sweeper.unref();
   }
 
-  /**
-   * Replicas: a known host's hello also records where its stream is, in the same statement
-   * (`admit`); `unlocate` takes that back for a stream that closed before it opened.
-   */
+  /** Replicas: `admit` writes a known host's location too; `unlocate`: its stream closed first. */
   locateWith(admit: AdmitKnown, unlocate: (hostId: string) => void): void {
     this.#locator = { admit, unlocate };
   }
@@ -244,10 +244,8 @@ export class Hub extends Emitter<HubEvents> implements HostConnectivity {
     }
     try {
       const a = hello.host_id ? await this.#known(ws, hello) : await this.#join(ws, hello);
-      if (!a || ws.readyState !== WebSocket.OPEN) {
-        if (a?.located) this.#locator?.unlocate(a.c.hostId);
-        return null;
-      }
+      if (a?.located && ws.readyState !== WebSocket.OPEN) this.#locator?.unlocate(a.c.hostId);
+      if (!a || ws.readyState !== WebSocket.OPEN) return null;
       const c = a.c;
       const old = this.#conns.get(c.hostId);
       this.#conns.set(c.hostId, c);
@@ -307,7 +305,7 @@ export class Hub extends Emitter<HubEvents> implements HostConnectivity {
   async #known(ws: WebSocket, hello: HelloPayload): Promise<Admitted | null> {
     const caps = Object.keys(hello.capabilities).length ? hello.capabilities : undefined;
     const secretHash = hashSecret(hello.token);
-    const admit = this.#locator?.admit ?? ((h) => connectKnownHost(this.#db, h));
+    const admit = this.#locator?.admit ?? this.#hellos.admit;
     const k = await admit({ id: hello.host_id, secretHash, at: now(), capabilities: caps });
     if (!k) {
       refuse(ws, 'hello: unknown host or bad host secret');

@@ -179,50 +179,70 @@ const LOCATION_UPDATE = `ON CONFLICT (host_id) DO UPDATE SET replica_id = exclud
  * A known host says hello: when the secret's hash is the host's, the host is connected, seen now,
  * has the hello's capabilities and (with `replicaId`) its stream's location, and its team, cloud
  * and previously recorded capabilities are returned; otherwise nothing changes and this returns
- * undefined. Where a WITH clause may write, that is one statement (a replica's pool takes every
- * host of a dead replica at once, and each round trip waits in it); elsewhere three. The hash is
- * a SHA-256 of a random secret, matched as the other secrets' hashes are (api_keys, join_tokens),
- * and compared once more in constant time here.
+ * undefined. The hash is a SHA-256 of a random secret, matched as the other secrets' hashes are
+ * (api_keys, join_tokens), and compared once more in constant time here.
  */
 export async function connectKnownHost(db: Db, h: KnownHello): Promise<KnownHost | undefined> {
-  const caps = h.capabilities === undefined ? null : json(h.capabilities);
-  let row: (HostRow & { recorded: string }) | undefined;
+  return (await connectKnownHosts(db, [h], h.replicaId)).get(h.id);
+}
+
+/**
+ * connectKnownHost for several hellos (distinct hosts) at once, by host id. Where a WITH clause
+ * may write, that is one statement for all of them (a replica's pool takes every host of a dead
+ * replica at once, and each round trip waits in it); elsewhere three per host.
+ */
+export async function connectKnownHosts(
+  db: Db,
+  hellos: readonly KnownHello[],
+  replicaId?: string,
+): Promise<Map<string, KnownHost>> {
+  const caps = (h: KnownHello) => (h.capabilities === undefined ? null : json(h.capabilities));
+  const rows: (HostRow & { recorded: string })[] = [];
+  if (hellos.length === 0) return new Map();
   if (db.dialect.capabilities.writesInWith) {
-    const located = h.replicaId
+    const located = replicaId
       ? `, l AS (INSERT INTO host_locations (host_id, replica_id, team_id, cloud_id, since)
-           SELECT id, ?, team_id, cloud_id, ? FROM u ${LOCATION_UPDATE})`
+           SELECT id, ?, team_id, cloud_id, at FROM u ${LOCATION_UPDATE})`
       : '';
     // Every part of a WITH sees the rows as they were before the statement: `o` has the
-    // capabilities recorded until now. Each part finds its row by primary key.
-    row = await db.get<HostRow & { recorded: string }>(
-      `WITH o AS (SELECT capabilities FROM hosts WHERE id = ?),
-       u AS (
-         UPDATE hosts SET status = 'connected', last_seen_at = ?, capabilities = COALESCE(?, capabilities)
-          WHERE ${KNOWN}
-         RETURNING id, team_id, cloud_id, secret_hash)
-       ${located}
-       SELECT u.*, o.capabilities AS recorded FROM u, o`,
-      [h.id, h.at, caps, h.id, h.secretHash, ...(h.replicaId ? [h.replicaId, h.at] : [])],
+    // capabilities recorded until now. Rows are found by primary key.
+    rows.push(
+      ...(await db.all<HostRow & { recorded: string }>(
+        `WITH v (id, hash, caps, at) AS (VALUES ${hellos.map(() => '(?, ?, ?, ?)').join(', ')}),
+         o AS (SELECT hosts.id, hosts.capabilities FROM hosts JOIN v ON hosts.id = v.id),
+         u AS (
+           UPDATE hosts SET status = 'connected', last_seen_at = v.at, capabilities = COALESCE(v.caps, hosts.capabilities)
+             FROM v WHERE hosts.id = v.id AND hosts.kind = 'sidecar' AND hosts.secret_hash = v.hash
+           RETURNING hosts.id, hosts.team_id, hosts.cloud_id, hosts.secret_hash, v.at)
+         ${located}
+         SELECT u.id, u.team_id, u.cloud_id, u.secret_hash, o.capabilities AS recorded FROM u JOIN o ON o.id = u.id`,
+        [...hellos.flatMap((h) => [h.id, h.secretHash, caps(h), h.at]), ...(replicaId ? [replicaId] : [])],
+      )),
     );
   } else {
-    const old = await db.get<HostRow>(`SELECT * FROM hosts WHERE ${KNOWN}`, [h.id, h.secretHash]);
-    if (old && sameHash(old.secret_hash, h.secretHash)) {
-      row = { ...old, recorded: old.capabilities };
+    for (const h of hellos) {
+      const old = await db.get<HostRow>(`SELECT * FROM hosts WHERE ${KNOWN}`, [h.id, h.secretHash]);
+      if (!old || !sameHash(old.secret_hash, h.secretHash)) continue;
+      rows.push({ ...old, recorded: old.capabilities });
       await db.run(
         `UPDATE hosts SET status = 'connected', last_seen_at = ?, capabilities = COALESCE(?, capabilities)
           WHERE id = ?`,
-        [h.at, caps, h.id],
+        [h.at, caps(h), h.id],
       );
-      if (h.replicaId)
+      if (replicaId)
         await db.run(
           `INSERT INTO host_locations (host_id, replica_id, team_id, cloud_id, since) VALUES (?, ?, ?, ?, ?)
            ${LOCATION_UPDATE}`,
-          [h.id, h.replicaId, old.team_id, old.cloud_id, h.at],
+          [h.id, replicaId, old.team_id, old.cloud_id, h.at],
         );
     }
   }
-  if (!row || !sameHash(row.secret_hash, h.secretHash)) return undefined;
-  return { teamId: row.team_id, cloudId: row.cloud_id, recorded: row.recorded };
+  const hashes = new Map(hellos.map((h) => [h.id, h.secretHash]));
+  const known = new Map<string, KnownHost>();
+  for (const r of rows)
+    if (sameHash(r.secret_hash, hashes.get(r.id) ?? ''))
+      known.set(r.id, { teamId: r.team_id, cloudId: r.cloud_id, recorded: r.recorded });
+  return known;
 }
 
 const FLUSH_CHUNK = 1000;
