@@ -139,7 +139,8 @@ async function startStack(
   const layerQuota = await layerQuotaFor(ctx, cmd, spec);
   const stack = stackOf(ctx, envId, spec, paths, layerQuota);
   cmd.progress(
-    `starting ${spec.services.length} service${spec.services.length === 1 ? '' : 's'} with ${stack.tool.argv.join(' ')}`,
+    // A fresh stack is created through the Engine API, one that exists through the compose tool.
+    `starting ${spec.services.length} service${spec.services.length === 1 ? '' : 's'} (compose tool: ${stack.tool.argv.join(' ')})`,
   );
   const beforeStart = async () => {
     const names = spec.services.map((s) => s.name);
