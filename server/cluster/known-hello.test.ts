@@ -5,10 +5,11 @@
 // stream's end never takes back the location of a newer stream admitted but not yet open.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import { watchAlive } from '../../test/support/alive.ts';
 import { dbTarget, forEachDialect } from '../../test/support/server.ts';
 import { openDb } from '../db/open.ts';
 import type { Db } from '../db/types.ts';
-import { KnownHellos } from '../hosts/known-hellos.ts';
+import { HELLO_BATCHES_AT_ONCE, KnownHellos } from '../hosts/known-hellos.ts';
 import { connectKnownHost, type HostRow, insertHost } from '../hosts/store.ts';
 import { hashSecret } from '../identity/secrets.ts';
 import { bootstrap } from '../identity/store.ts';
@@ -199,5 +200,34 @@ forEachDialect('a known host says hello', (dialect) => {
     assert.deepEqual(JSON.parse((await row(hosts[0].ID))?.capabilities ?? ''), { hostname: 'again' });
     assert.equal((await row(hosts[0].ID))?.last_seen_at, '2030-01-06T00:00:00.000Z');
     assert.equal(answers[21], undefined, 'a wrong secret in a batch is refused alone');
+  });
+
+  test('a batch the database fails rejects its own hellos only; the writer goes on, and nothing escapes', async () => {
+    const alive = watchAlive();
+    let failing = HELLO_BATCHES_AT_ONCE + 1;
+    const flaky = new Proxy(db, {
+      get(target, prop) {
+        const v = Reflect.get(target, prop, target);
+        if (typeof v !== 'function') return v;
+        if (prop === 'get' || prop === 'all' || prop === 'run')
+          return (...args: unknown[]) =>
+            failing-- > 0 ? Promise.reject(new Error('connection lost')) : v.apply(target, args);
+        return v.bind(target);
+      },
+    });
+    const hellos = new KnownHellos(flaky, 'rep_flaky');
+    const h = await host({ hostname: 'flaky' });
+    const hello = { id: h.ID, secretHash: hashSecret('dhs_right'), at: '2030-01-07T00:00:00.000Z' };
+    // More failing statements than may be in flight at once: a writer that kept a failed one
+    // counted would stop writing for good.
+    for (let i = 0; i <= HELLO_BATCHES_AT_ONCE; i++)
+      await assert.rejects(hellos.admit(hello), /connection lost/);
+    assert.deepEqual(await hellos.admit(hello), {
+      teamId,
+      cloudId: 'cloud_1',
+      recorded: JSON.stringify({ hostname: 'flaky' }),
+    });
+    assert.equal((await row(h.ID))?.status, 'connected');
+    await alive.assertNothingEscapedAfter(50);
   });
 });

@@ -66,7 +66,8 @@ export class Hub extends Emitter<HubEvents> implements HostConnectivity {
   #sweeper: NodeJS.Timeout;
   #onJoined: (token: string, hostId: string) => Promise<void>;
   #locator: { admit: AdmitKnown; unlocate: (hostId: string) => void } | undefined;
-  #hellos: KnownHellos;
+  /** Without a replica's locator (a hub on its own): known hellos written here, made on first use. */
+  #hellos: KnownHellos | undefined;
 
   constructor(
     db: Db,
@@ -77,7 +78,6 @@ export class Hub extends Emitter<HubEvents> implements HostConnectivity {
     // A subscriber's failure is logged; it never breaks the stream or the other subscribers.
     super((err, name, event) => log.warn({ err, host: event.hostId }, `${name} handling failed`));
     this.#db = db;
-    this.#hellos = new KnownHellos(db);
     this.#onJoined = onJoined ?? (async () => {});
     this.#consume = consume;
     this.#log = log;
@@ -305,7 +305,8 @@ export class Hub extends Emitter<HubEvents> implements HostConnectivity {
   async #known(ws: WebSocket, hello: HelloPayload): Promise<Admitted | null> {
     const caps = Object.keys(hello.capabilities).length ? hello.capabilities : undefined;
     const secretHash = hashSecret(hello.token);
-    const admit = this.#locator?.admit ?? this.#hellos.admit;
+    if (!this.#locator) this.#hellos ??= new KnownHellos(this.#db);
+    const admit = this.#locator?.admit ?? (this.#hellos as KnownHellos).admit;
     const k = await admit({ id: hello.host_id, secretHash, at: now(), capabilities: caps });
     if (!k) {
       refuse(ws, 'hello: unknown host or bad host secret');

@@ -80,13 +80,25 @@ export interface FirewallOptions {
   programs?: string[];
 }
 
-function ipt(program: string, args: string[]): Promise<string> {
+/** Runs a firewall program; its output, or a FirewallError naming the call and its stderr. */
+function run(program: string, args: string[]): Promise<string> {
   return new Promise((resolve, reject) => {
-    execFile(program, ['-w', '10', ...args], { encoding: 'utf8', timeout: 30_000 }, (err, stdout, stderr) => {
-      if (err) reject(new FirewallError(`${program} ${args.join(' ')}: ${stderr.trim() || err.message}`));
-      else resolve(stdout);
-    });
+    execFile(
+      program,
+      args,
+      // A busy host's ruleset (iptables-save prints every table) can be large.
+      { encoding: 'utf8', timeout: 30_000, maxBuffer: 256 * 1024 * 1024 },
+      (err, stdout, stderr) => {
+        if (err)
+          reject(new FirewallError(`${[program, ...args].join(' ')}: ${stderr.trim() || err.message}`));
+        else resolve(stdout);
+      },
+    );
   });
+}
+
+function ipt(program: string, args: string[]): Promise<string> {
+  return run(program, ['-w', '10', ...args]);
 }
 
 async function succeeds(program: string, args: string[]): Promise<boolean> {
@@ -189,17 +201,7 @@ export function ownsRule(line: string, bridge: string, envId: string): boolean {
  * A table the kernel has not loaded is absent (nothing of ours is in it).
  */
 async function savedTables(program: string): Promise<Map<string, string[]>> {
-  const out = await new Promise<string>((resolve, reject) => {
-    execFile(
-      `${program}-save`,
-      [],
-      { encoding: 'utf8', timeout: 30_000, maxBuffer: 256 * 1024 * 1024 },
-      (err, stdout, stderr) => {
-        if (err) reject(new FirewallError(`${program}-save: ${stderr.trim() || err.message}`));
-        else resolve(stdout);
-      },
-    );
-  });
+  const out = await run(`${program}-save`, []);
   const tables = new Map<string, string[]>();
   let current: string[] | undefined;
   for (const line of out.split('\n')) {
