@@ -117,6 +117,12 @@ async function taskOf(proxy: ExecProxy, cmd: string[]): Promise<TaskRow | string
   return why;
 }
 
+/** The task in gVisor's table of the exec whose proxy is host pid `pid`, or why it cannot be told. */
+export async function taskOfProxy(pid: number, cmd: string[]): Promise<TaskRow | string> {
+  const proxy = await execProxy(pid);
+  return proxy ? taskOf(proxy, cmd) : 'it has no exec proxy';
+}
+
 /**
  * Kills the process of a gVisor exec inside the sandbox, with every task below it; returns what
  * happened, or a sentence saying why it could not be found (the caller still kills the proxy).

@@ -18,6 +18,7 @@ import type { Payloads } from '../../protocol/commands.ts';
 import { sleep } from '../../shared/concurrency.ts';
 import { dockerMessage } from '../docker/errors.ts';
 import { sandboxProcesses, signalTask } from '../docker/gvisor.ts';
+import { taskOfProxy } from '../docker/gvisor-exec.ts';
 import { GVISOR_DOCKER_RUNTIME } from '../docker/render.ts';
 import { sizedCommand } from './tty.ts';
 
@@ -31,20 +32,40 @@ export interface SandboxTask {
 
 type Inspected = { Id: string; State: { Pid: number }; HostConfig: { Runtime?: string } };
 
-/** One start at a time per gVisor container: a new task is told from the others by appearing. */
+/** How long a started exec's task may take to appear in gVisor's table, and how often it is read. */
+const TASK_WAIT_MS = 5_000;
+const TASK_POLL_MS = 25;
+
+/** What the lookup reads: gVisor's table, and the task an exec proxy's place pairs it with. */
+export interface SandboxLookup {
+  processes: typeof sandboxProcesses;
+  paired: typeof taskOfProxy;
+}
+
+/**
+ * One start at a time per gVisor container: a new task is told from the others by appearing.
+ * Other execs may start meanwhile (svcd's spare shells, health checks, a plain exec): when more
+ * than one new task could be it, its proxy's place among the container's proxies tells which.
+ */
 export class SandboxTasks {
   #tails = new Map<string, Promise<void>>();
+  readonly #look: SandboxLookup;
+
+  constructor(look: SandboxLookup = { processes: sandboxProcesses, paired: taskOfProxy }) {
+    this.#look = look;
+  }
 
   /**
    * For a gVisor container, runs `start` alone among this container's starts and returns the task
-   * it added once `running` says the exec runs (null when none or several could be it); `start`
-   * alone for any other container. `launcher`: what the exec runs first and execs `cmd` from.
+   * it added once `running` gives the exec's host pid (0: it does not run; null when none or several
+   * could be it); `start` alone for any other container. `launcher`: what the exec runs first and
+   * execs `cmd` from.
    */
   async start<T>(
     info: Inspected,
     cmd: string[],
     start: () => Promise<T>,
-    running: (value: T) => Promise<boolean>,
+    running: (value: T) => Promise<number>,
     launcher?: string,
   ): Promise<{ value: T; task: SandboxTask | null }> {
     if (info.HostConfig.Runtime !== GVISOR_DOCKER_RUNTIME || !info.State.Pid)
@@ -59,19 +80,34 @@ export class SandboxTasks {
     try {
       // Without gVisor's table (runsc gone, a sandbox that stopped) the process still starts,
       // signalled through its proxy as before.
-      const table = () => sandboxProcesses(sandboxPid, info.Id).catch(() => null);
+      const table = () => this.#look.processes(sandboxPid, info.Id).catch(() => null);
       const before = await table();
       const value = await start();
-      if (!before || !(await running(value))) return { value, task: null };
+      const proxy = before ? await running(value) : 0;
+      if (!proxy) return { value, task: null };
       // The task is recorded under its command's name, the one it has once the launcher exec'd.
       const name = taskName(cmd[0] ?? '');
       const names = new Set([name, taskName(launcher ?? '')]);
-      const seen = new Set(before.map((p) => p.pid));
-      const fresh = ((await table()) ?? []).filter(
-        (p) => !seen.has(p.pid) && p.ppid === 0 && names.has(p.cmd),
-      );
-      const task = fresh.length === 1 ? { sandboxPid, containerId: info.Id, task: fresh[0].pid, name } : null;
-      return { value, task };
+      const seen = new Set((before ?? []).map((p) => p.pid));
+      const found = (pid: number) => ({ value, task: { sandboxPid, containerId: info.Id, task: pid, name } });
+      // The engine reports the exec's pid once runsc's proxy runs, which may be before the task is
+      // in the sandbox's table: look again, a bounded while, until it is.
+      const deadline = Date.now() + TASK_WAIT_MS;
+      for (;;) {
+        const rows = await table();
+        if (!rows) return { value, task: null };
+        const fresh = rows.filter((p) => !seen.has(p.pid) && p.ppid === 0 && names.has(p.cmd));
+        if (fresh.length === 1) return found(fresh[0].pid);
+        if (fresh.length > 1) {
+          const paired = await this.#look
+            .paired(proxy, launcher ? [launcher, ...cmd] : cmd)
+            .catch(() => null);
+          const ours = paired && typeof paired !== 'string' && fresh.find((p) => p.pid === paired.pid);
+          return ours ? found(ours.pid) : { value, task: null };
+        }
+        if (Date.now() >= deadline || !(await running(value))) return { value, task: null };
+        await sleep(TASK_POLL_MS);
+      }
     } finally {
       release();
       if (this.#tails.get(info.Id) === next) this.#tails.delete(info.Id);
@@ -86,15 +122,15 @@ const taskName = (program: string) => basename(program).slice(0, 15);
 export const signalSandboxTask = (t: SandboxTask, number: number) =>
   signalTask(t.sandboxPid, t.containerId, t.task, number);
 
-/** Whether an exec runs, once the engine reports its pid (a start under gVisor takes a moment). */
-async function runs(exec: Docker.Exec): Promise<boolean> {
+/** The exec's host pid once the engine reports it (a start under gVisor takes a moment); 0: it ended. */
+async function runs(exec: Docker.Exec): Promise<number> {
   for (let i = 0; i < 100; i++) {
     const info = await exec.inspect();
-    if (info.Pid) return info.Running;
-    if (!info.Running && info.ExitCode !== null) return false; // it ended already
+    if (info.Pid) return info.Running ? info.Pid : 0;
+    if (!info.Running && info.ExitCode !== null) return 0; // it ended already
     await sleep(50);
   }
-  return false;
+  return 0;
 }
 
 /** Creates and starts a live process's exec; under gVisor, with the task it is in the sandbox. */
