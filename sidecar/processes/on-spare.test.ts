@@ -205,13 +205,16 @@ describe('live processes on spare execs', { skip: tier('docker'), timeout: 300_0
       const { pid } = await start(b(), { cmd: ['sleep', '100'] });
       assert.equal(spare.went, true);
       const seen = follow(b(), pid);
-      const top = (await docker.getContainer(b().id).top({ ps_args: '-o pid,args' })) as {
-        Processes: string[][];
+      // The start answers once the spare's shell took the line; its `exec` follows a moment later.
+      const replaced = async () => {
+        const top = (await docker.getContainer(b().id).top({ ps_args: '-o pid,args' })) as {
+          Processes: string[][];
+        };
+        return top.Processes.some((p) => p.join(' ').includes('sleep 100'));
       };
-      assert.ok(
-        top.Processes.some((p) => p.join(' ').includes('sleep 100')),
-        'the command replaced the shell',
-      );
+      let seenSleep = false;
+      for (let i = 0; i < 100 && !seenSleep; i++) seenSleep = (await replaced()) || (await sleep(50), false);
+      assert.ok(seenSleep, 'the command replaced the shell');
       assert.ok(shell > 0);
       await table.signal(b().project, { pid, signal: 'TERM' });
       assert.deepEqual(await seen.done, { exit_code: 143, signal: 'TERM' });
