@@ -4,8 +4,10 @@
 // default. The sandbox is the environment named by its id; killing it destroys the environment.
 // E2B's create has no runtime field: the metadata key `svc.runtime` (runc or gvisor) names it, as
 // `runtime` does for POST /v1/sandboxes; the team's runtime policy applies either way.
+
 import type { E2bNewSandboxT, E2bSandboxT } from '../../protocol/e2b.ts';
 import { newId, newSecret } from '../../protocol/ids.ts';
+import { KEEPER } from '../../protocol/keeper.ts';
 import { isRuntime, type Runtime } from '../../protocol/spec.ts';
 import type { AppContext } from '../context.ts';
 import { getDeployment } from '../deployments/store.ts';
@@ -32,11 +34,6 @@ const SIZE = { cpuCount: 2, memoryMB: 512, diskSizeMB: 2048 };
 const PAUSE_TIMEOUT_MS = 60_000;
 /** How long a fork waits for the snapshot of the sandbox it forks. */
 const FORK_SNAPSHOT_MS = 300_000;
-/**
- * An image sandbox's main process: it idles until the sandbox ends, as an E2B sandbox lives
- * whatever its template's command does; commands run beside it.
- */
-export const KEEPER = ['sh', '-c', "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"];
 /** How a host says it does not have an image and cannot get it (Docker's and the compose tool's words). */
 const IMAGE_MISSING =
   /pull access denied|no such image|manifest unknown|manifest for .* not found|repository does not exist|not found: manifest|failed to resolve reference|no such host|i\/o timeout|dial tcp/i;
@@ -87,7 +84,7 @@ export class E2bSandboxes {
       }
     }
     const project = async () => (await findProject(db, caller.teamId, DEFAULT_SANDBOX_PROJECT))?.ID;
-    return { req: { image: t, cmd: KEEPER }, project, image: true };
+    return { req: { image: t, cmd: [...KEEPER] }, project, image: true };
   }
 
   /** Starts the sandbox and waits until it is healthy (E2B answers create once it runs). */

@@ -4,7 +4,8 @@ import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { BUSYBOX_IMAGE, ensureTestImages } from '../../test/support/images.ts';
+import { KEEPER } from '../../protocol/keeper.ts';
+import { BUSYBOX_IMAGE, ensureTestImages, PGREDIS_IMAGE } from '../../test/support/images.ts';
 import { tier } from '../../test/support/tiers.ts';
 import { durationMs, exitFailure, oneShots, probeCommand, startActive } from './active-health.ts';
 import { StackUnhealthy } from './errors.ts';
@@ -182,5 +183,30 @@ describe('active health on a real engine', { skip }, () => {
     assert.equal((await env.stack.engine.inspect('leaf')).State.Running, true);
     writeFileSync(join(env.paths.gate, 'go'), '');
     await assert.rejects(stayUp, /service 'leaf' exited with code 3[\s\S]*gone/);
+  });
+
+  it("svc's keeper is proven steady as it starts: no stay-up window is left open for it", async () => {
+    const env = await testEnv('ahk', {
+      egress: 'allow',
+      volumes: [],
+      services: [
+        svc('keeper', BUSYBOX_IMAGE, { command: [...KEEPER] }),
+        // An image entrypoint that execs its arguments: the keeper is proven once it did.
+        svc('wrapped', PGREDIS_IMAGE, { command: [...KEEPER] }),
+        svc('idle', BUSYBOX_IMAGE),
+      ],
+    });
+    await env.stack.up(120);
+    for (const c of await env.stack.engine.containers())
+      await env.stack.engine.docker.getContainer(c.id).stop({ t: 0 });
+    const keeper = env.stack.spec.services.filter((s) => s.name !== 'idle');
+    // A window far longer than the test: only the proof can end it.
+    const wide = { timeoutMs: 120_000, deferStayUp: true, stayUpMs: 600_000 };
+    const alone = await startActive(env.stack.engine, keeper, wide);
+    assert.equal(alone.stayUp, null, 'the keepers were proven, not left to their window');
+    // Any other command without a check still has its window.
+    const both = await startActive(env.stack.engine, env.stack.spec.services, wide);
+    assert.ok(both.stayUp, 'the idle loop is left to its window');
+    both.stayUp.catch(() => {});
   });
 });

@@ -16,6 +16,7 @@ import type { HealthCheck, ServiceRecord } from '../../protocol/spec.ts';
 import type { DockerEngine, ServiceContainer } from './engine.ts';
 import { DockerError, dockerMessage, StackUnhealthy, tail } from './errors.ts';
 import { execIn } from './exec.ts';
+import { provenKeeper, runsKeeper } from './keeper.ts';
 
 export const PROBE_EVERY_MS = 150;
 /** Docker's defaults for unset healthcheck fields. */
@@ -84,6 +85,8 @@ interface Track {
   running: boolean;
   /** How long it must stay up when it has no check. */
   stayUpMs: number;
+  /** Runs svc's keeper, not yet looked at: its loop may prove it steady before the window ends. */
+  keeper: boolean;
 }
 
 export interface ActiveStartOptions {
@@ -176,6 +179,7 @@ export async function startActive(
       completed: false,
       running: false,
       stayUpMs: opts.stayUpMs ?? PROBE_EVERY_MS,
+      keeper: runsKeeper(svc) && !completes.has(svc.name),
     });
   }
   const fail = async (t: Track, why: string): Promise<never> => {
@@ -321,7 +325,13 @@ async function observe(
     // A one-shot is ready only when it has exited 0; running is not enough for its dependants.
     // Anything else without a check must stay up one probe interval, so a command that fails at
     // once is reported as an exit rather than passing as started.
-    if (!completes.has(t.svc.name) && Date.now() - t.startedAt >= t.stayUpMs) return ready(t);
+    if (completes.has(t.svc.name)) return;
+    if (Date.now() - t.startedAt >= t.stayUpMs) return ready(t);
+    // svc's keeper once its loop runs cannot end on its own (keeper.ts): looked at once, as it starts.
+    if (t.keeper) {
+      t.keeper = false;
+      if (await provenKeeper(st.Pid)) return ready(t);
+    }
     return;
   }
   if (st.Health?.Status === 'unhealthy' && st.Health.FailingStreak > 0)

@@ -150,9 +150,18 @@ async function startStack(
     // A create is followed by the deploy's snapshot: quiet volumes are copied while they start.
     if (create) await timings.step('early_capture', () => beginEarly(ctx, envId, spec));
   };
-  // The egress probe runs while the health wait does (it needs only one running container in the
-  // stack's network), not after it: the command's result, and so any exec in this environment
-  // (the runner runs one command at a time per environment), still waits for its verdict.
+  // An allowed network is not probed: its verdict is `allowed` whatever a probe would reach (the
+  // probe proves a denial; nothing is denied there), so a probe would only cost a process and time.
+  if (spec.egress === 'allow') {
+    const { started_in, stayUp } = await stack.up(600, beforeStart, undefined, timings, create);
+    if (spec.agent) await refuseRootProcess(stack.engine, spec.agent);
+    cmd.progress('healthy; egress allowed');
+    return { stack, started_in, egress: 'allowed' as const, stayUp };
+  }
+  // A denied network's probe runs while the health wait does (it needs only one running container
+  // in the stack's network), not after it: the command's result, and so any exec in this
+  // environment (the runner runs one command at a time per environment), still waits for its
+  // verdict, which is awaited here, before any command.
   let probe: Promise<ProbeReport> | undefined;
   const probeNow = () => {
     probe ??= timings.step('egress_probe', () => stack.verifyEgress(ctx.probe));
@@ -168,20 +177,6 @@ async function startStack(
     throw probed instanceof EgressLeak ? probed : err;
   }
   if (spec.agent) await refuseRootProcess(stack.engine, spec.agent);
-  if (create && spec.egress === 'allow') {
-    // An allowed network's probe only reports (its verdict is `allowed` whatever it reaches), so
-    // it finishes beside the snapshot with the stay-up window: a probe that cannot run still
-    // fails the deploy there. A denied network's verdict is awaited here, before any command.
-    const verified = verifiedEgress(stack, ctx, probe, timings);
-    // A container that exited inside its window also fails the probe: its exit is the reason.
-    const pending = Promise.allSettled([stayUp, verified]).then(([window, egress]) => {
-      if (window.status === 'rejected') throw window.reason;
-      if (egress.status === 'rejected') throw egress.reason;
-    });
-    pending.catch(() => {}); // awaited by the environment's next command (stay-up.ts)
-    cmd.progress('started; egress allowed (the probe ends beside the snapshot)');
-    return { stack, started_in, egress: 'allowed' as const, stayUp: pending };
-  }
   const report = await verifiedEgress(stack, ctx, probe, timings);
   cmd.progress(`healthy; egress ${report.verdict}`);
   return { stack, started_in, egress: report.verdict, stayUp };
