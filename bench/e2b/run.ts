@@ -194,9 +194,10 @@ try {
       for (let w = 0; (await pool()).ready < 2 && w < 1500; w++)
         await new Promise((res) => setTimeout(res, 200));
       await pair[(i + 3) % 2]();
-      console.error(
-        `warm ${i}: ${series["warm: Sandbox.create → first commands.run('true') done"]?.at(-1)?.toFixed(0)} ms = create ${series['warm: · Sandbox.create']?.at(-1)?.toFixed(0)} + run ${series["warm: · commands.run('true')"]?.at(-1)?.toFixed(0)}`,
-      );
+      if (i >= 0)
+        console.error(
+          `warm ${i}: ${series["warm: Sandbox.create → first commands.run('true') done"]?.at(-1)?.toFixed(0)} ms = create ${series['warm: · Sandbox.create']?.at(-1)?.toFixed(0)} + run ${series["warm: · commands.run('true')"]?.at(-1)?.toFixed(0)}`,
+        );
     }
     await req('DELETE', `/v1/versions/${ver}/pool`);
   }
