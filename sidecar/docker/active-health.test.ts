@@ -63,7 +63,7 @@ describe('active health: units', () => {
 });
 
 describe('active health on a real engine', { skip }, () => {
-  before(() => ensureTestImages());
+  before(() => ensureTestImages({ postgres: true }));
   after(cleanupTestEnvs);
 
   it('starts each dependant only after its dependency is healthy, long before Docker would say so', async () => {
