@@ -201,7 +201,8 @@ describe('active health on a real engine', { skip }, () => {
       await env.stack.engine.docker.getContainer(c.id).stop({ t: 0 });
     const keeper = env.stack.spec.services.filter((s) => s.name !== 'idle');
     // A window far longer than the test: only the proof can end it.
-    const wide = { timeoutMs: 120_000, deferStayUp: true, stayUpMs: 600_000 };
+    // Looks for up to ~10 s: a loaded machine may take its time to start the keeper's loop.
+    const wide = { timeoutMs: 120_000, deferStayUp: true, stayUpMs: 600_000, keeperLooks: 2_000 };
     const alone = await startActive(env.stack.engine, keeper, wide);
     assert.equal(alone.stayUp, null, 'the keepers were proven, not left to their window');
     // Any other command without a check still has its window.

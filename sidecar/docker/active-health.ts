@@ -16,7 +16,7 @@ import type { HealthCheck, ServiceRecord } from '../../protocol/spec.ts';
 import type { DockerEngine, ServiceContainer } from './engine.ts';
 import { DockerError, dockerMessage, StackUnhealthy, tail } from './errors.ts';
 import { execIn } from './exec.ts';
-import { provenKeeper, runsKeeper } from './keeper.ts';
+import { KEEPER_LOOKS, provenKeeper, runsKeeper } from './keeper.ts';
 
 export const PROBE_EVERY_MS = 150;
 /** Docker's defaults for unset healthcheck fields. */
@@ -85,8 +85,8 @@ interface Track {
   running: boolean;
   /** How long it must stay up when it has no check. */
   stayUpMs: number;
-  /** Runs svc's keeper, not yet looked at: its loop may prove it steady before the window ends. */
-  keeper: boolean;
+  /** Looks left for svc's keeper to prove itself steady before its window ends (0: none). */
+  keeperLooks: number;
 }
 
 export interface ActiveStartOptions {
@@ -102,6 +102,8 @@ export interface ActiveStartOptions {
   deferStayUp?: boolean;
   /** The stay-up window of a service without a check; PROBE_EVERY_MS unless a test widens it. */
   stayUpMs?: number;
+  /** How many looks a keeper gets to prove itself steady (keeper.ts); tests widen it too. */
+  keeperLooks?: number;
 }
 
 export interface ActiveStart {
@@ -179,7 +181,7 @@ export async function startActive(
       completed: false,
       running: false,
       stayUpMs: opts.stayUpMs ?? PROBE_EVERY_MS,
-      keeper: runsKeeper(svc) && !completes.has(svc.name),
+      keeperLooks: runsKeeper(svc) && !completes.has(svc.name) ? (opts.keeperLooks ?? KEEPER_LOOKS) : 0,
     });
   }
   const fail = async (t: Track, why: string): Promise<never> => {
@@ -328,9 +330,10 @@ async function observe(
     if (completes.has(t.svc.name)) return;
     if (Date.now() - t.startedAt >= t.stayUpMs) return ready(t);
     // svc's keeper once its loop runs cannot end on its own (keeper.ts): looked at once, as it starts.
-    if (t.keeper) {
-      t.keeper = false;
-      if (await provenKeeper(st.Pid)) return ready(t);
+    if (t.keeperLooks) {
+      const looks = t.keeperLooks;
+      t.keeperLooks = 0;
+      if (await provenKeeper(st.Pid, looks)) return ready(t);
     }
     return;
   }

@@ -16,7 +16,7 @@ import type { ServiceRecord } from '../../protocol/spec.ts';
 
 /** How often, and how many times, a start looks for the proof before it leaves it to the window. */
 const LOOK_EVERY_MS = 5;
-const LOOKS = 20;
+export const KEEPER_LOOKS = 20;
 
 /** Whether a service's command is the keeper (and nothing else decides its health). */
 export function runsKeeper(svc: ServiceRecord): boolean {
@@ -71,9 +71,12 @@ export async function lookAtKeeper(pid: number): Promise<Look> {
   }
 }
 
-/** Looks a few times, a few milliseconds apart, as the keeper starts; false leaves it to the window. */
-export async function provenKeeper(pid: number): Promise<boolean> {
-  for (let i = 0; i < LOOKS; i++) {
+/**
+ * Looks a few times, a few milliseconds apart, as the keeper starts; false leaves it to the window.
+ * `looks`: how many (a test on a loaded machine gives its keeper longer to reach its loop).
+ */
+export async function provenKeeper(pid: number, looks = KEEPER_LOOKS): Promise<boolean> {
+  for (let i = 0; i < looks; i++) {
     const look = await lookAtKeeper(pid);
     if (look !== 'not yet') return look === 'steady';
     await sleep(LOOK_EVERY_MS);
