@@ -4,7 +4,6 @@
 // default. The sandbox is the environment named by its id; killing it destroys the environment.
 // E2B's create has no runtime field: the metadata key `svc.runtime` (runc or gvisor) names it, as
 // `runtime` does for POST /v1/sandboxes; the team's runtime policy applies either way.
-
 import type { E2bNewSandboxT, E2bSandboxT } from '../../protocol/e2b.ts';
 import { newId, newSecret } from '../../protocol/ids.ts';
 import { KEEPER } from '../../protocol/keeper.ts';
