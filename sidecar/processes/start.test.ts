@@ -44,7 +44,7 @@ test('an exec that ends before its task is seen has none, and the look stops the
   assert.equal(t.reads(), 2);
 });
 
-test("two new tasks that could both be it: the exec proxy's place tells which, else none", async () => {
+test("new tasks that could be another exec's: the exec proxy's place tells which, else none", async () => {
   const views = [[row(1, 'sleep')], [row(1, 'sleep'), row(3, 'sh'), row(4, 'sh')]];
   const asked: [number, string[]][] = [];
   const paired = async (pid: number, cmd: string[]) => (asked.push([pid, cmd]), row(4, 'sh'));
@@ -69,6 +69,19 @@ test("two new tasks that could both be it: the exec proxy's place tells which, e
     );
     assert.equal(got.task, null);
   }
+  // One new task, another exec's, while ours is not in the table yet: the pairing names ours.
+  const late = {
+    ...tables([row(1, 'sleep')], [row(1, 'sleep'), row(3, 'sh')]),
+    paired: async () => row(5, 'sh'),
+  };
+  const lone = await new SandboxTasks(late).start(
+    info,
+    ['x'],
+    async () => 0,
+    async () => 77,
+    '/bin/sh',
+  );
+  assert.equal(lone.task?.task, 5);
   const t = tables([], [row(3, 'cat'), row(4, 'cat')]);
   const got = await new SandboxTasks(t).start(
     info,

@@ -44,8 +44,8 @@ export interface SandboxLookup {
 
 /**
  * One start at a time per gVisor container: a new task is told from the others by appearing.
- * Other execs may start meanwhile (svcd's spare shells, health checks, a plain exec): when more
- * than one new task could be it, its proxy's place among the container's proxies tells which.
+ * Other execs may start meanwhile (svcd's spare shells, health checks, a plain exec), so the new
+ * task is checked against the exec proxy's place among the container's proxies (gvisor-exec.ts).
  */
 export class SandboxTasks {
   #tails = new Map<string, Promise<void>>();
@@ -97,13 +97,16 @@ export class SandboxTasks {
         const rows = await table();
         if (!rows) return { value, task: null };
         const fresh = rows.filter((p) => !seen.has(p.pid) && p.ppid === 0 && names.has(p.cmd));
-        if (fresh.length === 1) return found(fresh[0].pid);
-        if (fresh.length > 1) {
+        if (fresh.length) {
+          // One new task may still be another exec's, ours not in the table yet: the pairing
+          // decides (a new top-level task, named like the command); the lone new task is taken
+          // only where the pairing cannot tell.
           const paired = await this.#look
             .paired(proxy, launcher ? [launcher, ...cmd] : cmd)
-            .catch(() => null);
-          const ours = paired && typeof paired !== 'string' && fresh.find((p) => p.pid === paired.pid);
-          return ours ? found(ours.pid) : { value, task: null };
+            .catch((err: Error) => err.message);
+          if (typeof paired !== 'string')
+            return !seen.has(paired.pid) && paired.ppid === 0 ? found(paired.pid) : { value, task: null };
+          return fresh.length === 1 ? found(fresh[0].pid) : { value, task: null };
         }
         if (Date.now() >= deadline || !(await running(value))) return { value, task: null };
         await sleep(TASK_POLL_MS);
