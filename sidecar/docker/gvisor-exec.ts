@@ -16,6 +16,7 @@ import { readdir, readFile, readlink } from 'node:fs/promises';
 import { basename } from 'node:path';
 import { sleep } from '../../shared/concurrency.ts';
 import { killTask, type RunscRoot, sandboxTable, type TaskRow } from './gvisor.ts';
+import { procChildren } from './proc.ts';
 
 const SIGKILL = 9;
 const SIGSTOP = 19;
@@ -69,9 +70,7 @@ export async function execProxy(pid: number): Promise<ExecProxy | null> {
 /** The host pids whose parent is `ppid` (its threads' `children` lists), or every pid without them. */
 async function childrenOf(ppid: number): Promise<number[]> {
   try {
-    const threads = await readdir(`/proc/${ppid}/task`);
-    const lists = await Promise.all(threads.map((t) => readFile(`/proc/${ppid}/task/${t}/children`, 'utf8')));
-    return lists.flatMap((l) => l.split(' ').filter(Boolean).map(Number));
+    return await procChildren(ppid);
   } catch {
     return (await readdir('/proc')).filter((e) => /^\d+$/.test(e)).map(Number);
   }

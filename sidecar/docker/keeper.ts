@@ -8,11 +8,11 @@
 // entrypoint that keeps running around the keeper, gVisor (the engine's pid is then the sandbox's,
 // not the keeper's), a /proc that cannot be read. The pid comes from the engine's inspect, on the
 // host, where svcd runs.
-import { readdir, readFile } from 'node:fs/promises';
 import { basename } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { KEEPER } from '../../protocol/keeper.ts';
 import type { ServiceRecord } from '../../protocol/spec.ts';
+import { procArgv as argv, procChildren as children } from './proc.ts';
 
 /** How often, and how many times, a start looks for the proof before it leaves it to the window. */
 const LOOK_EVERY_MS = 5;
@@ -28,18 +28,6 @@ export function runsKeeper(svc: ServiceRecord): boolean {
     cmd.every((a, i) => a === KEEPER[i]) &&
     !svc.entrypoint?.length
   );
-}
-
-async function argv(pid: number): Promise<string[]> {
-  const raw = await readFile(`/proc/${pid}/cmdline`, 'utf8');
-  return raw.split('\0').slice(0, -1);
-}
-
-/** The children of host pid `pid` (each thread's list). */
-async function children(pid: number): Promise<number[]> {
-  const threads = await readdir(`/proc/${pid}/task`);
-  const lists = await Promise.all(threads.map((t) => readFile(`/proc/${pid}/task/${t}/children`, 'utf8')));
-  return lists.flatMap((l) => l.split(' ').filter(Boolean).map(Number));
 }
 
 const isKeeper = (args: string[]) => args.length === KEEPER.length && args.every((a, i) => a === KEEPER[i]);

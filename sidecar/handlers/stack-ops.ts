@@ -150,23 +150,19 @@ async function startStack(
     // A create is followed by the deploy's snapshot: quiet volumes are copied while they start.
     if (create) await timings.step('early_capture', () => beginEarly(ctx, envId, spec));
   };
-  // An allowed network is not probed: its verdict is `allowed` whatever a probe would reach (the
-  // probe proves a denial; nothing is denied there), so a probe would only cost a process and time.
-  if (spec.egress === 'allow') {
-    const { started_in, stayUp } = await stack.up(600, beforeStart, undefined, timings, create);
-    if (spec.agent) await refuseRootProcess(stack.engine, spec.agent);
-    cmd.progress('healthy; egress allowed');
-    return { stack, started_in, egress: 'allowed' as const, stayUp };
-  }
   // A denied network's probe runs while the health wait does (it needs only one running container
   // in the stack's network), not after it: the command's result, and so any exec in this
   // environment (the runner runs one command at a time per environment), still waits for its
-  // verdict, which is awaited here, before any command.
+  // verdict, which is awaited here, before any command. An allowed network is not probed: its
+  // verdict is `allowed` whatever a probe would reach (the probe proves a denial).
   let probe: Promise<ProbeReport> | undefined;
-  const probeNow = () => {
-    probe ??= timings.step('egress_probe', () => stack.verifyEgress(ctx.probe));
-    probe.catch(() => {}); // awaited below
-  };
+  const probeNow =
+    spec.egress === 'allow'
+      ? undefined
+      : () => {
+          probe ??= timings.step('egress_probe', () => stack.verifyEgress(ctx.probe));
+          probe.catch(() => {}); // awaited below
+        };
   let started_in: number;
   let stayUp: Promise<void> | null;
   try {
@@ -177,9 +173,10 @@ async function startStack(
     throw probed instanceof EgressLeak ? probed : err;
   }
   if (spec.agent) await refuseRootProcess(stack.engine, spec.agent);
-  const report = await verifiedEgress(stack, ctx, probe, timings);
-  cmd.progress(`healthy; egress ${report.verdict}`);
-  return { stack, started_in, egress: report.verdict, stayUp };
+  const egress =
+    spec.egress === 'allow' ? 'allowed' : (await verifiedEgress(stack, ctx, probe, timings)).verdict;
+  cmd.progress(`healthy; egress ${egress}`);
+  return { stack, started_in, egress, stayUp };
 }
 
 /**
