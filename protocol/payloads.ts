@@ -10,6 +10,7 @@ import {
   EgressSchema,
   MAX_DISK_MB,
   MAX_TIMEOUT_SEC,
+  NetworkModeSchema,
   RuntimeSchema,
   ServiceRecordSchema,
   VerifierSpecSchema,
@@ -45,6 +46,8 @@ export const PAYLOAD_SCHEMAS = {
     disk_mb: DiskMb,
     /** The container runtime (`x-svc.runtime`); absent = the host's default (SVC_RUNTIME). */
     runtime: Type.Optional(RuntimeSchema),
+    /** `none`: no network of its own (spec.ts NetworkModeSchema); absent = the stack's network. */
+    network: Type.Optional(NetworkModeSchema),
   }),
   'env.snapshot': Type.Object({ name: Str, keep_paused: Type.Optional(StrList) }),
   'env.fork': Type.Object({
@@ -56,6 +59,7 @@ export const PAYLOAD_SCHEMAS = {
     agent: Type.Optional(Str),
     disk_mb: DiskMb,
     runtime: Type.Optional(RuntimeSchema),
+    network: Type.Optional(NetworkModeSchema),
   }),
   'env.rollback': Type.Object({ snapshot: Str }),
   'env.exec': Type.Object({

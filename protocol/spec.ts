@@ -184,9 +184,27 @@ export const RuntimeSchema = Type.Union(RUNTIMES.map((r) => Type.Literal(r)));
 export type Runtime = (typeof RUNTIMES)[number];
 export const isRuntime = (v: unknown): v is Runtime => (RUNTIMES as readonly unknown[]).includes(v);
 
-/** The payload field of a spec's runtime: absent when the spec leaves it to the host. */
-export const runtimeField = (spec: { runtime?: Runtime }): { runtime?: Runtime } =>
-  spec.runtime ? { runtime: spec.runtime } : {};
+/**
+ * `none`: the stack has no network of its own; its one service sees only loopback (Docker's
+ * `none` network). Only for one service with `egress: deny` and nothing published, where a network
+ * would carry nothing but what deny forbids: no peer to reach, no port to publish. The image form
+ * of `POST /v1/sandboxes` with deny asks for it; compose projects keep their internal network.
+ * Absent: the stack's network (render.ts).
+ */
+export const NetworkModeSchema = Type.Literal('none');
+export type NetworkMode = Static<typeof NetworkModeSchema>;
+
+/**
+ * The payload fields a spec passes to the host as they are, each absent when the spec leaves it
+ * out: its runtime (absent: the host's default) and its network mode.
+ */
+export const hostFields = (spec: {
+  runtime?: Runtime;
+  network?: NetworkMode;
+}): { runtime?: Runtime; network?: NetworkMode } => ({
+  ...(spec.runtime ? { runtime: spec.runtime } : {}),
+  ...(spec.network ? { network: spec.network } : {}),
+});
 
 export interface EnvSpec {
   services: ServiceRecord[];
@@ -201,6 +219,8 @@ export interface EnvSpec {
   disk_mb?: number;
   /** `x-svc.runtime`; absent = the host's default runtime. */
   runtime?: Runtime;
+  /** `none` for a deny image sandbox (NetworkModeSchema); absent = the stack's own network. */
+  network?: NetworkMode;
 }
 
 /** The disk limit an environment gets: its spec's, else the default. */

@@ -5,7 +5,7 @@
 import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type Docker from 'dockerode';
-import type { Egress, Runtime, ServiceRecord } from '../protocol/spec.ts';
+import type { Egress, NetworkMode, Runtime, ServiceRecord } from '../protocol/spec.ts';
 import { writeFileAtomic } from '../shared/atomic-file.ts';
 import { stagingDir } from './docker/bind-staging.ts';
 import type { BuildImages } from './docker/build-gc.ts';
@@ -34,6 +34,8 @@ export interface SavedSpec {
   disk_mb?: number;
   /** The runtime the stack runs under, resolved on this host (absent in older files: runc). */
   runtime?: Runtime;
+  /** `none`: the stack has no network (render.ts); absent: its own network. */
+  network?: NetworkMode;
 }
 
 export interface SidecarContext {
@@ -135,7 +137,13 @@ export function stackOf(
   return new Stack({
     envId,
     dir: envDir(ctx, envId),
-    spec: { services: spec.services, volumes: spec.volumes, egress: spec.egress, runtime: spec.runtime },
+    spec: {
+      services: spec.services,
+      volumes: spec.volumes,
+      egress: spec.egress,
+      runtime: spec.runtime,
+      network: spec.network,
+    },
     tool: composeTool(ctx),
     docker: ctx.docker,
     engineState: ctx.engineState,

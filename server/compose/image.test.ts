@@ -7,7 +7,7 @@ const refusesInput = (input: unknown, ...phrases: string[]) =>
   assertRefused(() => imageSandboxSpec(input as ImageSandboxInput), ...phrases);
 
 describe('image sandbox spec', () => {
-  it('builds one service main with /work as a volume and egress deny', () => {
+  it('builds one service main with /work as a volume and egress deny, without a network', () => {
     const spec = imageSandboxSpec({ image: 'python:3.12-slim' });
     assertValidSpec(spec);
     assert.deepEqual(spec, {
@@ -16,7 +16,10 @@ describe('image sandbox spec', () => {
       egress: 'deny',
       agent: null,
       verifier: null,
+      network: 'none',
     });
+    // An allowed sandbox keeps its network (ports are published on it).
+    assert.equal(imageSandboxSpec({ image: 'python:3.12-slim', egress: 'allow' }).network, undefined);
   });
 
   it('carries cmd, env, ports, volumes and egress allow', () => {

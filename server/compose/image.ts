@@ -96,6 +96,9 @@ export function imageSandboxSpec(input: ImageSandboxInput): EnvSpec {
     agent: null,
     verifier: null,
   };
+  // One container that may reach nothing needs no network: only loopback, no bridge, no firewall
+  // rules, no subnet (a network create and its rules cost as much as the rest of a `docker run`).
+  if (egress === 'deny') spec.network = 'none';
   if (input.runtime !== undefined) {
     if (!isRuntime(input.runtime)) fail(`image sandbox: runtime must be 'runc' or 'gvisor'`);
     spec.runtime = input.runtime;

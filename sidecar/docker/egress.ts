@@ -36,7 +36,8 @@ export interface ProbeReport {
 /** What the probe needs of a stack. */
 export interface ProbeSubject {
   engine: DockerEngine;
-  network: string;
+  /** The stack's network; null for network mode `none` (loopback only: no gateway to try). */
+  network: string | null;
   egress: Egress;
   /** Called before a leak is reported, so the leaking stack does not keep running. */
   stop(): Promise<void>;
@@ -95,8 +96,11 @@ async function hostListener(): Promise<{ server: Server; port: number; hits: str
   return { server, port: addr.port, hits };
 }
 
-/** The pid of a running (or paused) container of the stack, and the stack network's gateway IP. */
-async function probeSite(subject: ProbeSubject): Promise<{ pid: number; gateway: string }> {
+/**
+ * The pid of a running (or paused) container of the stack, and the stack network's gateway IP
+ * (null without a network: the host is then tried at its primary IP only).
+ */
+async function probeSite(subject: ProbeSubject): Promise<{ pid: number; gateway: string | null }> {
   const containers = (await subject.engine.containers()).filter(
     (c) => c.state === 'running' || c.state === 'paused',
   );
@@ -108,8 +112,15 @@ async function probeSite(subject: ProbeSubject): Promise<{ pid: number; gateway:
   } catch (err) {
     throw new ProbeError(`inspect ${containers[0].service}: ${dockerMessage(err)}`);
   }
-  const gateway = info.NetworkSettings.Networks[subject.network]?.Gateway;
   if (!info.State.Pid) throw new ProbeError(`service '${containers[0].service}' has no process`);
+  if (subject.network === null) {
+    // Asked for no network: the container must have none, or a probe would verify the wrong thing.
+    const attached = Object.keys(info.NetworkSettings.Networks ?? {}).filter((n) => n !== 'none');
+    if (attached.length)
+      throw new ProbeError(`service '${containers[0].service}' is attached to ${attached.join(', ')}`);
+    return { pid: info.State.Pid, gateway: null };
+  }
+  const gateway = info.NetworkSettings.Networks[subject.network]?.Gateway;
   if (!gateway)
     throw new ProbeError(`service '${containers[0].service}' is not attached to ${subject.network}`);
   return { pid: info.State.Pid, gateway };
@@ -160,7 +171,7 @@ export async function probeEgress(
   const site = await probeSite(subject);
   const listener = await hostListener();
   try {
-    const hostIps = [...new Set([site.gateway, await primaryIPv4()])];
+    const hostIps = [...new Set([...(site.gateway ? [site.gateway] : []), await primaryIPv4()])];
     const hostTargets = hostIps.map((ip) => `${ip}:${listener.port}`);
     const report = await runChild(site.pid, [...opts.internetTargets, ...hostTargets], opts);
     if (report.selfcheck !== 'ok')

@@ -188,4 +188,32 @@ describe('Engine-API create against compose', { skip: tier('docker') }, () => {
     assert.equal(after.length, 2);
     assert.ok(after.every((c) => !before.includes(c.id) && c.state === 'running'));
   });
+
+  it("network mode 'none': the container compose makes, and neither makes a network", async () => {
+    const none = (): StackSpec => ({
+      egress: 'deny',
+      network: 'none',
+      volumes: ['data'],
+      services: [svc('main', BUSYBOX_IMAGE, { command: ['sh', '-c', IDLE], volumes: ['data:/data'] })],
+    });
+    const [viaCompose, viaEngine] = await Promise.all([
+      testEnv('pnc', none(), 'v2', { composeCreate: true }),
+      testEnv('pne', none(), 'v2', { composeCreate: false }),
+    ]);
+    await Promise.all([viaCompose.stack.up(120), viaEngine.stack.up(120)]);
+    const want = await describeContainer(viaCompose.stack.project, 'main');
+    const got = await describeContainer(viaEngine.stack.project, 'main');
+    for (const d of [want, got]) {
+      d.host.Mounts = d.host.Mounts.map((m: object) => ({ ...m, Source: '' }));
+      d.mounts = d.mounts.map((m: object) => ({ ...m, Source: '' }));
+    }
+    assert.deepEqual(got, want);
+    assert.equal(got.host.NetworkMode, 'none');
+    for (const env of [viaCompose, viaEngine]) {
+      const nets = await docker.listNetworks({
+        filters: { label: [`com.docker.compose.project=${env.stack.project}`] },
+      });
+      assert.deepEqual(nets, []);
+    }
+  });
 });

@@ -35,6 +35,7 @@ const SERVICE_KEYS = new Set([
   'security_opt',
   'init',
   'logging',
+  'network_mode',
 ]);
 const HEALTH_KEYS = new Set(['test', 'disable', 'interval', 'timeout', 'retries', 'start_period']);
 
@@ -47,6 +48,8 @@ export function untranslatable(doc: Record<string, unknown>): string | null {
   if (keys.length) return `top-level ${keys.join(', ')}`;
   for (const [name, svc] of Object.entries(doc.services as Record<string, Record<string, unknown>>)) {
     for (const key of Object.keys(svc)) if (!SERVICE_KEYS.has(key)) return `${name}: ${key}`;
+    if (svc.network_mode !== undefined && svc.network_mode !== 'none')
+      return `${name}: network_mode ${String(svc.network_mode)}`;
     // A string is split by compose's shell-words rules: compose does that itself.
     if (typeof svc.command === 'string' || typeof svc.entrypoint === 'string') return `${name}: argv as text`;
     for (const p of (svc.ports as string[] | undefined) ?? []) if (!parsePort(p)) return `${name}: port ${p}`;
@@ -137,7 +140,8 @@ export function containerBody(
   svc: Record<string, unknown>,
 ): Docker.ContainerCreateOptions {
   const { project, version } = names;
-  const network = `${project}_${NETWORK}`;
+  // `network_mode: none`: loopback only, no endpoint (render.ts renders it without a network).
+  const network = svc.network_mode === 'none' ? 'none' : `${project}_${NETWORK}`;
   const name = `${project}-${service}-1`;
   const binds: string[] = [];
   const mounts: Docker.MountSettings[] = [];
@@ -208,7 +212,9 @@ export function containerBody(
       ExtraHosts: [],
       ...(logging ? { LogConfig: { Type: logging.driver, Config: logging.options } } : {}),
     },
-    NetworkingConfig: { EndpointsConfig: { [network]: { Aliases: [name, service] } } },
+    ...(network === 'none'
+      ? {}
+      : { NetworkingConfig: { EndpointsConfig: { [network]: { Aliases: [name, service] } } } }),
   };
 }
 
@@ -252,8 +258,9 @@ export function volumeBody(
 }
 
 /**
- * Creates the network and the volumes side by side, then every container. Throws ProjectExists
- * (nothing created) when the project's network is there already; a missing image is a DockerError
+ * Creates the network (when the document has one) and the volumes, then every container. Throws
+ * ProjectExists when the project's network (nothing created) or a container of its name (only its
+ * volumes, which a volume create leaves as they were) is there already; a missing image is a DockerError
  * naming it (compose would pull it: the caller takes compose's road for that).
  */
 export async function createFromDocument(
@@ -261,7 +268,7 @@ export async function createFromDocument(
   names: Names,
   doc: Record<string, unknown>,
 ): Promise<void> {
-  const networks = doc.networks as Record<string, Record<string, unknown>>;
+  const networks = doc.networks as Record<string, Record<string, unknown>> | undefined;
   const services = doc.services as Record<string, Record<string, unknown>>;
   // As compose: a declared volume no service mounts (the project context's) is not created.
   const used = new Set(
@@ -273,11 +280,13 @@ export async function createFromDocument(
   );
   const declared = (doc.volumes as Record<string, Record<string, unknown>> | undefined) ?? {};
   const volumes = Object.fromEntries(Object.entries(declared).filter(([name]) => used.has(name)));
-  try {
-    await docker.createNetwork(networkBody(names, networks[NETWORK]));
-  } catch (err) {
-    if (statusCode(err) === 409) throw new ProjectExists(dockerMessage(err));
-    throw new DockerError(`network ${names.project}_${NETWORK}: ${dockerMessage(err)}`);
+  if (networks?.[NETWORK]) {
+    try {
+      await docker.createNetwork(networkBody(names, networks[NETWORK]));
+    } catch (err) {
+      if (statusCode(err) === 409) throw new ProjectExists(dockerMessage(err));
+      throw new DockerError(`network ${names.project}_${NETWORK}: ${dockerMessage(err)}`);
+    }
   }
   await Promise.all(
     Object.entries(volumes).map(async ([name, vol]) => {

@@ -14,7 +14,7 @@ import { svc } from './testing.ts';
 
 type Doc = {
   services: Record<string, Record<string, unknown>>;
-  networks: { default: Record<string, unknown> };
+  networks?: { default: Record<string, unknown> };
   volumes?: Record<string, Record<string, unknown>>;
 };
 
@@ -107,8 +107,8 @@ describe('render', () => {
 
   it('deny: internal network with the derived bridge name and no published ports', () => {
     const doc = render();
-    assert.equal(doc.networks.default.internal, true);
-    assert.deepEqual(doc.networks.default.driver_opts, {
+    assert.equal(doc.networks?.default.internal, true);
+    assert.deepEqual(doc.networks?.default.driver_opts, {
       'com.docker.network.bridge.name': bridgeName('env_01ABCdef'),
     });
     assert.equal('ports' in doc.services.db, false);
@@ -116,7 +116,7 @@ describe('render', () => {
 
   it('allow: normal bridge network and ports published (random host port when none is given)', () => {
     const doc = render({ egress: 'allow' });
-    assert.equal(doc.networks.default.internal, false);
+    assert.equal(doc.networks?.default.internal, false);
     assert.deepEqual(doc.services.db.ports, ['5432', '15432:5433/udp']);
   });
 
@@ -173,5 +173,25 @@ describe('render', () => {
       const doc = parse(renderCompose(input({ runtime }))) as Doc;
       for (const svc of Object.values(doc.services)) assert.equal(svc.runtime, undefined);
     }
+  });
+
+  it("network 'none': one deny service with only loopback, no network to render; anything else refused", () => {
+    const one = (over: Partial<RenderInput> = {}) =>
+      input({ services: [svc('main', 'busybox')], network: 'none', ...over });
+    const doc = parse(renderCompose(one())) as Doc;
+    assert.equal(doc.networks, undefined, 'no network, so no bridge, subnet or firewall rules');
+    assert.equal(doc.services.main.network_mode, 'none');
+    assert.equal(render().services.app.network_mode, undefined, 'a stack keeps its network');
+    const refused = /network 'none' is for one service with egress 'deny' and no ports/;
+    assert.throws(() => renderCompose(one({ egress: 'allow' })), refused);
+    assert.throws(() => renderCompose(input({ network: 'none' })), refused);
+    assert.throws(
+      () => renderCompose(one({ services: [svc('main', 'busybox', { ports: ['80'] })] })),
+      refused,
+    );
+    assert.throws(
+      () => renderCompose(one({ network: 'host' as unknown as 'none' })),
+      /network must be 'none' when given/,
+    );
   });
 });

@@ -7,6 +7,8 @@
 // - The stack has one network, compose's `default` (so it is `<project>_default`), whose Linux
 //   bridge has a name derived from the env id: the host firewall rules of a deny stack match it.
 // - `egress: deny` makes that network internal and publishes nothing; `allow` publishes ports.
+// - Network mode `none` (a deny image sandbox: one service, nothing published) renders no network:
+//   the service has only loopback, so there is no bridge to firewall and nothing to reach.
 // - Every container runs with `no-new-privileges` (a setuid binary gains nothing), an init process
 //   as PID 1 (orphans are reaped, so zombies cannot use up the pid limit) and a bounded log
 //   (json-file, rotated at LOG_MAX_SIZE, LOG_MAX_FILES files kept).
@@ -17,6 +19,7 @@ import {
   type Egress,
   effectiveResources,
   type HealthCheck,
+  type NetworkMode,
   type Runtime,
   type ServiceRecord,
 } from '../../protocol/spec.ts';
@@ -48,6 +51,8 @@ export interface RenderInput {
   subnet?: string;
   /** Whether the engine bounds a container's writable layer (`storage_opt: {size}`). */
   layerQuota?: boolean;
+  /** `none`: no network (protocol/spec.ts NetworkModeSchema); absent: the stack's own network. */
+  network?: NetworkMode;
 }
 
 const PROJECT = /^[a-z0-9][a-z0-9_-]*$/;
@@ -123,6 +128,7 @@ function service(svc: ServiceRecord, input: RenderInput): Record<string, unknown
   out.labels = { [ENV_LABEL]: input.envId };
   if (svc.layer_mb && input.layerQuota) out.storage_opt = { size: `${svc.layer_mb}M` };
   if (input.runtime === 'gvisor') out.runtime = GVISOR_DOCKER_RUNTIME;
+  if (input.network === 'none') out.network_mode = 'none';
   out.security_opt = ['no-new-privileges:true'];
   out.init = true;
   out.logging = {
@@ -132,10 +138,26 @@ function service(svc: ServiceRecord, input: RenderInput): Record<string, unknown
   return out;
 }
 
+/** Network mode `none` fits one service with egress `deny` and no ports; anything else is refused. */
+export function checkNetworkMode(spec: {
+  network?: NetworkMode;
+  egress: Egress;
+  services: ServiceRecord[];
+}): void {
+  if (spec.network === undefined) return;
+  if (spec.network !== 'none')
+    throw new DockerError(`network must be 'none' when given, got '${String(spec.network)}'`);
+  if (spec.egress !== 'deny' || spec.services.length !== 1 || spec.services[0].ports.length)
+    throw new DockerError(
+      "network 'none' is for one service with egress 'deny' and no ports: anything else needs its network",
+    );
+}
+
 function check(input: RenderInput): void {
   if (input.egress !== 'deny' && input.egress !== 'allow')
     throw new DockerError(`egress must be 'deny' or 'allow', got '${String(input.egress)}'`);
   if (input.services.length === 0) throw new DockerError('the spec has no services; nothing to run');
+  checkNetworkMode(input);
   for (const vol of input.volumes) {
     const path = input.volumePaths[vol];
     if (!path?.startsWith('/'))
@@ -158,7 +180,9 @@ export function composeDocument(input: RenderInput): Record<string, unknown> {
   const labels = { [ENV_LABEL]: input.envId };
   const doc: Record<string, unknown> = {
     services: Object.fromEntries(input.services.map((s) => [s.name, service(s, input)])),
-    networks: {
+  };
+  if (input.network !== 'none') {
+    doc.networks = {
       default: {
         driver: 'bridge',
         internal: input.egress === 'deny',
@@ -166,8 +190,8 @@ export function composeDocument(input: RenderInput): Record<string, unknown> {
         labels,
         ...(input.subnet ? { ipam: { config: [{ subnet: input.subnet }] } } : {}),
       },
-    },
-  };
+    };
+  }
   if (input.volumes.length) {
     doc.volumes = Object.fromEntries(
       input.volumes.map((v) => [

@@ -5,7 +5,13 @@ import { mkdir } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import type Docker from 'dockerode';
-import { CONTEXT_VOLUME, type Egress, type Runtime, type ServiceRecord } from '../../protocol/spec.ts';
+import {
+  CONTEXT_VOLUME,
+  type Egress,
+  type NetworkMode,
+  type Runtime,
+  type ServiceRecord,
+} from '../../protocol/spec.ts';
 import { writeFileAtomic } from '../../shared/atomic-file.ts';
 import { AGAIN, retry, retryFailures } from '../../shared/concurrency.ts';
 import { Timings } from '../../shared/timings.ts';
@@ -28,6 +34,8 @@ export interface StackSpec {
   egress: Egress;
   /** The runtime the services run under (render.ts names runsc for gvisor); runc when absent. */
   runtime?: Runtime;
+  /** `none`: no network, so no subnet, no bridge and no firewall rules (render.ts). */
+  network?: NetworkMode;
 }
 
 export interface StackOptions {
@@ -83,6 +91,16 @@ export class Stack {
     this.tool = opts.tool;
   }
 
+  /** Whether the stack has a network of its own (every stack but network mode `none`). */
+  get networked(): boolean {
+    return this.spec.network !== 'none';
+  }
+
+  /** Whether the stack's bridge gets host firewall rules: a deny stack with a network. */
+  private get firewalled(): boolean {
+    return this.spec.egress === 'deny' && this.networked;
+  }
+
   private get stopTimeout(): string {
     return String(this.opts.stopTimeoutSec ?? 10);
   }
@@ -93,7 +111,7 @@ export class Stack {
 
   /** Renders the compose file and writes it atomically; returns its text. */
   async write(): Promise<string> {
-    const subnet = await this.opts.subnets?.allocate(this.envId);
+    const subnet = this.networked ? await this.opts.subnets?.allocate(this.envId) : undefined;
     this.doc = composeDocument({
       envId: this.envId,
       ...this.spec,
@@ -135,7 +153,7 @@ export class Stack {
     // sends nothing), and both are settled before any starts: a failure of either is thrown only
     // once the other is done, so the cleanup that follows never races a rule still being added.
     const [isolated, created] = await Promise.allSettled([
-      this.spec.egress === 'deny'
+      this.firewalled
         ? timings.step('firewall', () => isolateBridge(this.bridge, this.envId, this.opts.firewall))
         : undefined,
       timings.step('compose_create', () => this.createContainers(create, (timeoutSec + 60) * 1000)),
@@ -229,7 +247,7 @@ export class Stack {
 
   /** Starts stopped containers again (firewall rules first) and waits for health. */
   async start(timeoutSec = 600): Promise<void> {
-    if (this.spec.egress === 'deny') await isolateBridge(this.bridge, this.envId, this.opts.firewall);
+    if (this.firewalled) await isolateBridge(this.bridge, this.envId, this.opts.firewall);
     await startActive(this.engine, this.spec.services, { timeoutMs: timeoutSec * 1000 });
   }
 
@@ -257,13 +275,19 @@ export class Stack {
     }
     // No container is left to use the staged binds: nothing of them stays on the host.
     if (this.opts.stageDir) await unstageBinds(this.opts.stageDir);
-    await releaseBridge(this.bridge, this.envId, this.opts.firewall);
+    // A stack without a network never had rules; one without a spec (after a crash) is looked up.
+    if (this.networked) await releaseBridge(this.bridge, this.envId, this.opts.firewall);
   }
 
   /** Runs the egress probe; a deny leak stops the stack and throws EgressLeak. */
   async verifyEgress(opts: ProbeOptions = {}): Promise<ProbeReport> {
     return verifyEgress(
-      { engine: this.engine, network: this.network, egress: this.spec.egress, stop: () => this.stop() },
+      {
+        engine: this.engine,
+        network: this.networked ? this.network : null,
+        egress: this.spec.egress,
+        stop: () => this.stop(),
+      },
       opts,
     );
   }

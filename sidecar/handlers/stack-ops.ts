@@ -21,6 +21,7 @@ import { EgressLeak, ProbeError } from '../docker/errors.ts';
 import { checkCreatedRuntime, resolveRuntime } from '../docker/gvisor.ts';
 import { engineBoundsLayers } from '../docker/layer-quota.ts';
 import { checkProjectFields, contextFiles, contextOf, ensureContext } from '../docker/project.ts';
+import { checkNetworkMode } from '../docker/render.ts';
 import type { Stack } from '../docker/stack.ts';
 import { refuseRootAgent, refuseRootProcess } from '../docker/users.ts';
 import type { CommandContext } from '../runner.ts';
@@ -61,7 +62,9 @@ function specOf(
   const runtime = resolveRuntime(ctx.runtimes, payload.runtime ?? inherited);
   const spec: SavedSpec = { services, volumes, egress, version, disk_mb, runtime };
   if (agent) spec.agent = agent;
+  if (payload.network) spec.network = payload.network;
   checkProjectFields(spec.services, spec.volumes);
+  checkNetworkMode(spec);
   return spec;
 }
 

@@ -106,7 +106,12 @@ export async function verifyRun(
       User: '0',
       Env: extras.env,
       ...argvOf(verifier.command),
-      HostConfig: { Binds: binds, NetworkMode: networkName(cmd.envId), ...limits },
+      HostConfig: {
+        Binds: binds,
+        // A stack without a network (an image sandbox's, which declares no verifier) gives none.
+        NetworkMode: spec.network === 'none' ? 'none' : networkName(cmd.envId),
+        ...limits,
+      },
     };
   } else {
     cmd.progress(`grading inside service ${verifier.service}`);

@@ -1,7 +1,7 @@
 // deploy: resolve, place, provision, join, prepare, start, health, warm, snapshot, ingress, verdict.
 import { type Static, Type } from '@sinclair/typebox';
 import type { Results } from '../../../protocol/commands.ts';
-import { diskLimitMb, type EnvSpec, runtimeField } from '../../../protocol/spec.ts';
+import { diskLimitMb, type EnvSpec, hostFields } from '../../../protocol/spec.ts';
 import { snapshotRefusal } from '../../clouds/providers.ts';
 import { listClouds } from '../../clouds/store.ts';
 import {
@@ -147,7 +147,7 @@ async function prepare(ctx: Ctx) {
     ...(await contextPayload(ctx, spec)),
     agent: spec.agent?.service ?? '',
     disk_mb: diskLimitMb(spec),
-    ...runtimeField(spec),
+    ...hostFields(spec),
   });
   ctx.params.endpoints = r.endpoints;
   ctx.params.started_in = r.started_in;

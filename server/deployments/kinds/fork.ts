@@ -3,7 +3,7 @@
 // A fan-out (`count`) is N of these, one per new environment, all cloning the one snapshot of the
 // source version: each keeps its own failure rule, and its clone evidence names the fan-out.
 import { type Static, Type } from '@sinclair/typebox';
-import { diskLimitMb, runtimeField } from '../../../protocol/spec.ts';
+import { diskLimitMb, hostFields } from '../../../protocol/spec.ts';
 import { getEnv, getVersion, updateEnv } from '../../envs/store.ts';
 import { defineKind, type PhaseContext } from '../engine.ts';
 import { endpointsHealth, removeFromHost, send, tookMs } from './common.ts';
@@ -54,7 +54,7 @@ async function clone(ctx: Ctx) {
     egress: v.Spec.egress,
     agent: v.Spec.agent?.service ?? '',
     disk_mb: diskLimitMb(v.Spec),
-    ...runtimeField(v.Spec),
+    ...hostFields(v.Spec),
   });
   ctx.params.endpoints = r.endpoints;
   const evidence = { forked_in_ms: r.forked_in, from: v.Snapshot };

@@ -6,7 +6,7 @@
 
 import { type Static, type TSchema, Type } from '@sinclair/typebox';
 import { nameSuffix } from '../../../protocol/ids.ts';
-import { diskLimitMb, type EnvSpec, runtimeField, verifierForStep } from '../../../protocol/spec.ts';
+import { diskLimitMb, type EnvSpec, hostFields, verifierForStep } from '../../../protocol/spec.ts';
 import { getVersion, insertEnv, markVersionHealthy, updateEnv } from '../../envs/store.ts';
 import { defineKind, type PhaseContext, Skip } from '../engine.ts';
 import { updateDeployment } from '../store.ts';
@@ -110,7 +110,7 @@ async function clone(ctx: Ctx) {
     egress: s.egress,
     agent: s.agent?.service ?? '',
     disk_mb: diskLimitMb(s),
-    ...runtimeField(s),
+    ...hostFields(s),
   });
   await updateEnv(ctx.deps.db, grader.ID, { status: 'running', endpoints: r.endpoints });
   return { grader_env: grader.ID, forked_in_ms: r.forked_in };
