@@ -83,7 +83,17 @@ export interface CpuSample {
   svcdChildren: number;
   dockerd: number;
   containerd: number;
+  /** Busy CPU seconds of the whole machine (every process, the kernel's own work included). */
+  machine: number;
   load: string;
+}
+
+/** Busy CPU seconds of the whole machine so far (/proc/stat: all but idle and iowait). */
+export function machineCpu(): number {
+  const line = readFileSync('/proc/stat', 'utf8').split('\n')[0];
+  const f = line.trim().split(/\s+/).slice(1).map(Number);
+  const total = f.slice(0, 8).reduce((a, b) => a + b, 0);
+  return (total - f[3] - f[4]) / 100;
 }
 
 /** CPU seconds so far: the control plane (this process), svcd, its children, the engine. */
@@ -98,6 +108,7 @@ export function sampleCpu(svcdPid: number): CpuSample {
     svcdChildren: svcdAll - svcd,
     dockerd: sum('dockerd'),
     containerd: sum('containerd') + sum('containerd-shim') + sum('containerd-shim-runc-v2'),
+    machine: machineCpu(),
     load: readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' '),
   };
 }
@@ -111,6 +122,7 @@ export function cpuPerLifecycle(a: CpuSample, b: CpuSample, n: number): Record<s
     svcdChildren: per('svcdChildren'),
     dockerd: per('dockerd'),
     containerd: per('containerd'),
+    machine: per('machine'),
   };
 }
 

@@ -19,7 +19,15 @@ import { parseArgs } from 'node:util';
 import { backoff, sleep } from '../../shared/concurrency.ts';
 import { startReal } from '../../test/e2e/real.ts';
 import { BUSYBOX_IMAGE, ensureTestImages } from '../../test/support/images.ts';
-import { type CpuSample, call, cpuPerLifecycle, leaks, loopDevices, sampleCpu } from './measure.ts';
+import {
+  type CpuSample,
+  call,
+  cpuPerLifecycle,
+  leaks,
+  loopDevices,
+  machineCpu,
+  sampleCpu,
+} from './measure.ts';
 
 const { values } = parseArgs({
   options: {
@@ -61,7 +69,7 @@ interface Row {
   leaks: string[];
   cpu: Record<string, number>;
   load: [string, string];
-  base: { wallMs: number; times: number[]; failed: number };
+  base: { wallMs: number; times: number[]; failed: number; machineMs: number };
   alive: number;
   peak: number;
   /** Resolves once every lifecycle has created its sandbox or failed (--hold). */
@@ -163,7 +171,7 @@ try {
       leaks: [],
       cpu: {},
       load: ['', ''],
-      base: { wallMs: 0, times: [], failed: 0 },
+      base: { wallMs: 0, times: [], failed: 0, machineMs: 0 },
       alive: 0,
       peak: 0,
       created: Promise.resolve(),
@@ -185,6 +193,7 @@ try {
     row.load = [before.load, after.load];
     row.leaks = leaks(envs, r.dataDir, r.dir);
     const b0 = Date.now();
+    const m0 = machineCpu();
     await Promise.all(
       Array.from({ length: n }, async () => {
         const t0 = Date.now();
@@ -197,6 +206,7 @@ try {
       }),
     );
     row.base.wallMs = Date.now() - b0;
+    row.base.machineMs = Math.round(((machineCpu() - m0) * 1000) / n);
     rows.push(row);
     const p = (xs: number[]) => `p50 ${pct(xs, 50)} p99 ${pct(xs, 99)}`;
     console.error(
@@ -220,11 +230,11 @@ console.error(
 );
 const s = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
 console.log(
-  '\n| N | succeeded | lifecycles/s | p50 | p99 | create p50 | destroy p50 | CPU ms/lifecycle (cp, svcd, svcd children, dockerd, containerd) | left behind | load before → after | baseline `docker run --rm` N at once: runs/s, p50, p99 |',
+  '\n| N | succeeded | lifecycles/s | p50 | p99 | create p50 | destroy p50 | CPU ms/lifecycle (cp, svcd, svcd children, dockerd, containerd, whole machine) | left behind | load before → after | baseline `docker run --rm` N at once: runs/s, p50, p99, whole machine CPU ms/run |',
 );
 console.log('|---|---|---|---|---|---|---|---|---|---|---|');
 for (const x of rows)
   console.log(
-    `| ${x.n} | ${x.ok}/${x.n} | ${((x.ok / x.wallMs) * 1000).toFixed(2)} | ${s(pct(x.times, 50))} | ${s(pct(x.times, 99))} | ${s(pct(x.steps.create, 50))} | ${s(pct(x.steps.destroy, 50))} | ${Object.values(x.cpu).join(', ')} | ${x.leaks.length} | ${x.load[0]} → ${x.load[1]} | ${((x.base.times.length / x.base.wallMs) * 1000).toFixed(2)}/s, ${s(pct(x.base.times, 50))}, ${s(pct(x.base.times, 99))} |`,
+    `| ${x.n} | ${x.ok}/${x.n} | ${((x.ok / x.wallMs) * 1000).toFixed(2)} | ${s(pct(x.times, 50))} | ${s(pct(x.times, 99))} | ${s(pct(x.steps.create, 50))} | ${s(pct(x.steps.destroy, 50))} | ${Object.values(x.cpu).join(', ')} | ${x.leaks.length} | ${x.load[0]} → ${x.load[1]} | ${((x.base.times.length / x.base.wallMs) * 1000).toFixed(2)}/s, ${s(pct(x.base.times, 50))}, ${s(pct(x.base.times, 99))}, ${x.base.machineMs} |`,
   );
 process.exit(0);

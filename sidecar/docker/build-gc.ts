@@ -88,6 +88,11 @@ export class BuildImages {
     return this.#gate.run('gc', async () => {
       const owner = buildOwner(dataDir);
       const images = await docker.listImages({ filters: { label: [`${BUILD_OWNER_LABEL}=${owner}`] } });
+      // Nothing old enough to go: no reading of every spec file and no listing of every container
+      // on the host (this runs after each destroy; with hundreds of sandboxes those were a steady
+      // share of the engine's work for nothing).
+      if (!images.some((img) => img.Created * 1000 <= now - minAgeMs))
+        return { removed: [], kept: images.length };
       const specs = await imagesInSpecs(dataDir);
       const containers = await docker.listContainers({ all: true });
       const usedIds = new Set(containers.map((c) => c.ImageID));
