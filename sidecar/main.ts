@@ -13,7 +13,7 @@ import { BuildImages, DEFAULT_BUILD_GC_EVERY_MS, DEFAULT_BUILD_KEEP_MS } from '.
 import { type ComposeFlavor, detectComposeTool } from './docker/compose-tool.ts';
 import { dockerClient, EngineState } from './docker/engine.ts';
 import { setUpRuntimes } from './docker/gvisor.ts';
-import { sparesEnabledFromEnv } from './docker/spare.ts';
+import { sparesEnabledFromEnv } from './docker/spare-execs.ts';
 import { subnetAllocatorFromEnv } from './docker/subnets.ts';
 import { handlers, undoInterrupted } from './handlers/index.ts';
 import { install } from './install.ts';

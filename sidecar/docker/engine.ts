@@ -7,7 +7,7 @@ import type { KnownDatabase } from './checkpoint.ts';
 import { DockerError, dockerMessage, ExecNotCreated, NoSuchService, statusCode } from './errors.ts';
 import { checkCommand, type ExecOptions, type ExecResult, execIn } from './exec.ts';
 import { demuxAll } from './mux.ts';
-import { SpareExecs } from './spare.ts';
+import { SpareExecs } from './spare-execs.ts';
 
 export const PROJECT_LABEL = 'com.docker.compose.project';
 export const SERVICE_LABEL = 'com.docker.compose.service';
@@ -157,7 +157,7 @@ export class DockerEngine {
       const viaSpare = await this.#onSpare(service, hint, cmd, opts);
       if (viaSpare) return viaSpare;
       try {
-        return await execIn(this.docker.getContainer(hint), service, cmd, opts);
+        return await this.#plain(service, hint, cmd, opts);
       } catch (err) {
         if (!(err instanceof ExecNotCreated)) throw err;
         lastSeen.delete(key);
@@ -173,7 +173,14 @@ export class DockerEngine {
       const viaSpare = await this.#onSpare(service, c.id, cmd, opts);
       if (viaSpare) return viaSpare;
     }
-    return execIn(this.docker.getContainer(c.id), service, cmd, opts);
+    return this.#plain(service, c.id, cmd, opts);
+  }
+
+  /** A plain exec; one that could have used a spare may start the container's next (spare.ts). */
+  async #plain(service: string, id: string, cmd: string[], opts: ExecOptions): Promise<ExecResult> {
+    const result = await execIn(this.docker.getContainer(id), service, cmd, opts);
+    if (opts.spare) this.#state.spares.afterPlain(this.docker, { project: this.project, service, id });
+    return result;
   }
 
   /** The command run on the container's spare exec, or null when it has none ready (spare.ts). */

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { test } from 'node:test';
-import { sparesEnabledFromEnv } from './spare.ts';
+import { sparesEnabledFromEnv } from './spare-execs.ts';
 import { liveSetup, restoreFor, SPARE_SCRIPT, shellQuote, spareLine } from './spare-line.ts';
 
 test('a quoted argument is one line and reads back byte for byte in the local sh', () => {

@@ -242,6 +242,36 @@ describe('spare execs on real Docker', { skip: tier('docker'), timeout: 300_000 
     assert.match(r.stdout, /^A\.B=1$/m);
   });
 
+  test("a container's first command leaves no spare; its second (plain) starts the next; destroy forgets", async () => {
+    const b = await box('first', BUSYBOX_IMAGE, [], true);
+    boxes.push(b);
+    const engine = new DockerEngine(b.project, docker, state);
+    await engine.containers();
+    const exec = (word: string) => engine.exec('main', ['echo', word], { spare: true });
+    const spareShells = async () => (await processes(b)).filter((p) => p.includes('svc_n=')).length;
+    for (let round = 0; round < 2; round++) {
+      assert.equal(await spares.prepare(docker, b.project, 'main', b.id), true);
+      const first = spares.get(b.id);
+      assert.deepEqual(await exec('one'), { exit_code: 0, stdout: 'one\n', stderr: '' });
+      assert.equal(first?.went, true, 'the first command ran on the spare');
+      assert.equal(spares.get(b.id), undefined, 'and left none behind');
+      for (let n = 0; n < 100 && (await spareShells()) > 0; n++) await sleep(20);
+      assert.equal(await spareShells(), 0, 'no spare shell runs in the container');
+      assert.deepEqual(await exec('two'), { exit_code: 0, stdout: 'two\n', stderr: '' });
+      const next = spares.get(b.id);
+      assert.ok(next, 'the second command (plain) starts the next spare');
+      assert.equal(await next.ready, true);
+      assert.deepEqual(await exec('three'), { exit_code: 0, stdout: 'three\n', stderr: '' });
+      assert.equal(next.went, true);
+      const after = spares.get(b.id);
+      assert.ok(after && after !== next, 'from then on each used spare is followed by the next');
+      assert.equal(await after.ready, true);
+      // Destroy forgets the container: the same id would count as fresh again.
+      spares.dropProject(b.project);
+      await after.dropped;
+    }
+  });
+
   test('dropping a project ends its spare shells', async () => {
     const b = boxes[0];
     await spares.prepare(docker, b.project, 'main', b.id);

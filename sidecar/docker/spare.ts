@@ -8,7 +8,11 @@
 // - Made by `env.pause` for the environment's exec default service before it freezes the stack
 //   (a warm-pool member holds one while paused), by `env.snapshot` for the first service (its
 //   deployment's health command comes next), and again in the background after an exec or a
-//   process used one; never on a plain exec or a create (density: idle sandboxes pay no extra process).
+//   process used one, except after a container's first command: a sandbox that ran one command
+//   may be dropped next (a rollout's create, exec, destroy), and a spare nobody takes costs a
+//   whole exec (~50 ms of host CPU, a tenth of such a lifecycle). Its second command (a plain
+//   exec) shows a loop: the next spare starts after it. Never on a create (idle sandboxes pay
+//   no extra process).
 // - A spare whose stream ended before use (container stopped or restarted, the shell killed) is
 //   dropped; one that cannot start (no /bin/sh, an engine error, an environment the shell would
 //   change) is simply no spare. Dropped on env.destroy and when the service's container changes.
@@ -24,7 +28,6 @@
 // - A command that never got GO never ran: the caller runs it the plain way, so nothing runs twice.
 import type { Duplex } from 'node:stream';
 import type Docker from 'dockerode';
-import { settledWithin } from '../../shared/concurrency.ts';
 import { guard } from '../../shared/faults.ts';
 import { ExecTimeout } from './errors.ts';
 import { DEFAULT_MAX_OUTPUT, type ExecOptions, type ExecResult, finishExec, streamEnded } from './exec.ts';
@@ -36,8 +39,6 @@ import { GO, NOGO, READY, restoreFor, SPARE_SCRIPT, spareLine } from './spare-li
 export const MAX_SPARE_LINE = 64 * 1024;
 /** How long env.pause waits for the spare to be ready before it freezes the stack anyway. */
 export const SPARE_READY_WAIT_MS = 2000;
-/** How long a pause waits for a spare still starting in its containers (normally ~50 ms). */
-export const PAUSE_WAIT_MS = 10_000;
 
 type State = 'starting' | 'ready' | 'taken' | 'dropped';
 
@@ -289,107 +290,4 @@ export class Spare {
     this.#setDropped();
     return null;
   }
-}
-
-/** The spares of this process, by container id. */
-export class SpareExecs {
-  /** SVC_EXEC_SPARES=0 turns spares off (benchmarks compare both ways). */
-  enabled = true;
-  readonly #byId = new Map<string, Spare>();
-  /** Containers svcd paused (id → project): their spares are not taken, none is started. */
-  readonly #frozen = new Map<string, string>();
-
-  /** The container's spare, started when it has none; resolves whether it is ready. */
-  prepare(docker: Docker, project: string, service: string, id: string): Promise<boolean> {
-    if (!this.enabled || this.#frozen.has(id)) return Promise.resolve(false);
-    this.dropStale(project, service, id);
-    const had = this.#byId.get(id);
-    if (had) return had.ready;
-    const spare = new Spare(id, project, service, (s) => {
-      if (this.#byId.get(s.id) === s) this.#byId.delete(s.id);
-    });
-    this.#byId.set(id, spare);
-    void spare.start(docker);
-    return spare.ready;
-  }
-
-  /** The container's spare when it is ready, idle, not frozen (and `fits`); it is no longer kept. */
-  take(id: string, fits: (s: Spare) => boolean = () => true): Spare | null {
-    const spare = this.#byId.get(id);
-    if (!this.enabled || spare?.state !== 'ready' || this.#frozen.has(id) || !fits(spare)) return null;
-    spare.state = 'taken';
-    this.#byId.delete(id);
-    return spare;
-  }
-
-  /** Runs `argv` on the container's spare, then starts the next one; null when there was none to use. */
-  async runOn(
-    docker: Docker,
-    where: { project: string; service: string; id: string },
-    argv: string[],
-    opts: ExecOptions,
-  ): Promise<ExecResult | null> {
-    // Only the container's own user, directory and environment; a huge line goes the plain way.
-    if (opts.user || opts.env || opts.workingDir) return null;
-    if (Buffer.byteLength(spareLine(argv, '')) > MAX_SPARE_LINE) return null;
-    const spare = this.take(where.id);
-    if (!spare) return null;
-    try {
-      return await spare.run(where.service, argv, opts);
-    } finally {
-      // Used: the next command of a loop finds the next spare.
-      if (spare.went) void this.prepare(docker, where.project, where.service, where.id);
-    }
-  }
-
-  /** Drops a spare of `project/service` that lives in another container than `id`. */
-  dropStale(project: string, service: string, id: string): void {
-    for (const s of [...this.#byId.values()])
-      if (s.project === project && s.service === service && s.id !== id) s.drop();
-  }
-
-  /** Drops every spare of a compose project (env.destroy). */
-  dropProject(project: string): void {
-    for (const s of [...this.#byId.values()]) if (s.project === project) s.drop();
-    for (const [id, p] of this.#frozen) if (p === project) this.#frozen.delete(id);
-  }
-
-  /**
-   * Before svcd pauses these containers: no spare is taken or started in them until they are
-   * unpaused, and a spare still starting there (a background refill after an exec) is waited
-   * for, bounded: an exec whose runc start is frozen by a pause deadlocks Docker 20.10 (the
-   * container stays paused, its inspect hangs), so a pause must never overlap one.
-   */
-  async beforePause(project: string, ids: string[]): Promise<void> {
-    for (const id of ids) this.#frozen.set(id, project);
-    const starting = ids.map((id) => this.#byId.get(id)).filter((s) => s?.state === 'starting');
-    if (starting.length) await settledWithin(Promise.all(starting.map((s) => s?.ready)), PAUSE_WAIT_MS);
-  }
-
-  /** After svcd unpaused these containers: their spares may be taken again. */
-  afterUnpause(ids: string[]): void {
-    for (const id of ids) this.#frozen.delete(id);
-  }
-
-  /** Whether svcd holds this container paused (tests and diagnostics). */
-  isFrozen(id: string): boolean {
-    return this.#frozen.has(id);
-  }
-
-  /** The spare kept for a container (tests and diagnostics). */
-  get(id: string): Spare | undefined {
-    return this.#byId.get(id);
-  }
-
-  get size(): number {
-    return this.#byId.size;
-  }
-}
-
-/** SVC_EXEC_SPARES: on (default) or off (`0`, `off`, `false`); anything else is refused. */
-export function sparesEnabledFromEnv(env: NodeJS.ProcessEnv = process.env): boolean {
-  const raw = (env.SVC_EXEC_SPARES ?? '').trim().toLowerCase();
-  if (['', '1', 'on', 'true'].includes(raw)) return true;
-  if (['0', 'off', 'false'].includes(raw)) return false;
-  throw new Error(`SVC_EXEC_SPARES must be on or off, not '${raw.slice(0, 20)}'`);
 }

@@ -1,6 +1,7 @@
 // Spare execs through the sidecar's handlers on real Docker: env.pause leaves
 // the exec default service (the agent) with a ready spare, frozen with the stack; the first
-// env.exec after env.unpause runs on it and a new one follows; a timeout on a spare is env.exec's
+// env.exec after env.unpause runs on it, the second (plain) starts the next and from then on each
+// used one is followed by the next; a timeout on a spare is env.exec's
 // 124 with the partial output; env.snapshot leaves the first service one for its health phase;
 // verify.collect never takes the agent's spare; env.destroy drops it.
 import assert from 'node:assert/strict';
@@ -65,12 +66,16 @@ describe('spare execs through env.pause, env.exec and verify', {
     const r = await run('env.exec', { service: 'main', cmd: ['sh', '-c', 'id -u; echo err >&2; exit 3'] });
     assert.deepEqual(r.payload, { exit_code: 3, stdout: '1000\n', stderr: 'err\n' });
     assert.equal(spare?.went, true, 'the exec ran on the spare');
+    assert.equal(ctx.engineState.spares.get(mainId), undefined, "the container's first command leaves none");
+    const second = await run('env.exec', { service: 'main', cmd: ['echo', 'plain'] });
+    assert.deepEqual(second.payload, { exit_code: 0, stdout: 'plain\n', stderr: '' });
     const next = ctx.engineState.spares.get(mainId);
-    assert.ok(next && next !== spare);
+    assert.ok(next && next !== spare, 'a second command starts the next');
     assert.equal(await next.ready, true);
     const again = await run('env.exec', { service: 'main', cmd: ['echo', 'loop'] });
     assert.deepEqual(again.payload, { exit_code: 0, stdout: 'loop\n', stderr: '' });
     assert.equal(next.went, true, 'a sequential loop keeps hitting spares');
+    assert.ok(ctx.engineState.spares.get(mainId), 'and each is followed by the next');
   });
 
   test('a command on a spare that times out is env.exec 124 with its partial output', async () => {
