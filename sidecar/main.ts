@@ -158,7 +158,7 @@ async function serve(opts: SidecarOptions): Promise<number> {
     docker,
     engineState: new EngineState(),
     builds: new BuildImages(),
-    probe: { internetTargets: probeTargets(), command: await probeCommand() },
+    probe: { internetTargets: probeTargets(), nodeCommand: await probeCommand() },
     log,
     readers: new Map(),
     hold: testHold(dataDir, log),

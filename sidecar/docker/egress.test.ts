@@ -8,9 +8,11 @@ import { createServer, type Server } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { BUSYBOX_IMAGE, ensureTestImages } from '../../test/support/images.ts';
 import { tier } from '../../test/support/tiers.ts';
+import { PROBE_SOURCE } from './egress.ts';
 import { EGRESS_LEAK_HOST, EGRESS_LEAK_INTERNET, EgressLeak, ProbeError } from './errors.ts';
 import { listIsolationRules } from './firewall.ts';
 import { primaryIPv4 } from './hostip.ts';
+import { findBash } from './probe-shell.ts';
 import type { Stack } from './stack.ts';
 import { cleanupTestEnvs, IDLE, svc, type TestEnv, testEnv } from './testing.ts';
 
@@ -110,11 +112,32 @@ describe('egress', { skip }, () => {
     }
   });
 
-  it('deny: the probe says denied (verified)', async () => {
-    const report = await deny.stack.verifyEgress({ internetTargets: [`${hostIp}:${port}`] });
-    assert.equal(report.verdict, 'denied (verified)');
-    assert.deepEqual(report.reached, []);
-    assert.equal(report.blocked.length, 3, report.blocked.join(', ')); // target, gateway, host IP
+  it('deny: the probe says denied (verified), by the bash script and by the Node program alike', async () => {
+    const node = [process.execPath, '-e', PROBE_SOURCE];
+    for (const command of [undefined, node]) {
+      const report = await deny.stack.verifyEgress({ internetTargets: [`${hostIp}:${port}`], command });
+      assert.equal(report.verdict, 'denied (verified)');
+      assert.deepEqual(report.reached, []);
+      assert.equal(report.blocked.length, 3, report.blocked.join(', ')); // target, gateway, host IP
+    }
+    assert.ok(await findBash(), 'this host has bash: the first report was the script');
+  });
+
+  it('allow: the bash script and the Node program reach the same targets', async () => {
+    const targets = [`${hostIp}:${port}`, '127.0.0.1:9'];
+    const shell = await open.stack.verifyEgress({ internetTargets: targets });
+    const node = await open.stack.verifyEgress({
+      internetTargets: targets,
+      command: [process.execPath, '-e', PROBE_SOURCE],
+    });
+    // Each run opens its own host listener on a port of its own: the addresses are compared.
+    const hosts = (list: string[]) => list.map((t) => t.slice(0, t.lastIndexOf(':'))).sort();
+    assert.deepEqual(hosts(shell.reached), hosts(node.reached));
+    assert.ok(shell.reached.includes(`${hostIp}:${port}`));
+    assert.deepEqual(
+      hosts(shell.blocked.map((b) => b.split(' ')[0])),
+      hosts(node.blocked.map((b) => b.split(' ')[0])),
+    );
   });
 
   it('allow: the probe reaches the configured address; ports are published as endpoints', async () => {

@@ -1,6 +1,7 @@
 // The egress probe. It runs from inside the stack's network without relying on any tool in the
 // user's images: the sidecar (root) enters a container's network namespace with nsenter and runs
-// its own Node binary there, which makes TCP connects with a 4 s timeout to
+// the host's bash there (probe-shell.ts), or its own Node binary where the host has no bash, which
+// makes TCP connects with a 4 s timeout to
 //   - the "internet" targets (configurable; tests point them at a local listener), and
 //   - the host itself: a listener the probe opens on 0.0.0.0:<random>, tried via the bridge
 //     gateway IP and the host's primary IP.
@@ -12,6 +13,7 @@ import type { Egress } from '../../protocol/spec.ts';
 import type { DockerEngine } from './engine.ts';
 import { dockerMessage, EGRESS_LEAK_HOST, EGRESS_LEAK_INTERNET, EgressLeak, ProbeError } from './errors.ts';
 import { primaryIPv4 } from './hostip.ts';
+import { findBash, parseShellReport, SELF_TARGET, SHELL_PROBE } from './probe-shell.ts';
 
 export const DEFAULT_PROBE_TARGETS = ['1.1.1.1:443', '8.8.8.8:53'];
 export const PROBE_TIMEOUT_MS = 4000;
@@ -20,8 +22,13 @@ export interface ProbeOptions {
   /** `host:port` addresses standing for the internet. */
   internetTargets?: string[];
   timeoutMs?: number;
-  /** Program and arguments that run PROBE_SOURCE (`node -e`); a packaged sidecar can pass its own verb. */
+  /** Program and arguments that run PROBE_SOURCE (`node -e`), always (tests name a broken one). */
   command?: string[];
+  /**
+   * The Node way when the host has no bash (probe-shell.ts is used where it has): `node -e`
+   * by default; a packaged sidecar passes its own verb.
+   */
+  nodeCommand?: string[];
 }
 
 export interface ProbeReport {
@@ -126,25 +133,53 @@ async function probeSite(subject: ProbeSubject): Promise<{ pid: number; gateway:
   return { pid: info.State.Pid, gateway };
 }
 
-function runChild(pid: number, targets: string[], opts: Required<ProbeOptions>): Promise<ChildReport> {
-  const argv = [
-    '--net=/proc/' + pid + '/ns/net',
-    '--',
-    ...opts.command,
-    JSON.stringify(targets),
-    String(opts.timeoutMs),
-  ];
+/** How the child runs: the bash script with its argv, or a Node program given PROBE_SOURCE's argv. */
+type ProbeProgram = { shell: string } | { argv: string[] };
+
+/** An explicit command, else the host's bash, else Node (`node -e`, or a packaged sidecar's verb). */
+async function probeProgram(options: ProbeOptions): Promise<ProbeProgram> {
+  if (options.command) return { argv: options.command };
+  const shell = await findBash();
+  if (shell) return { shell };
+  return { argv: options.nodeCommand ?? [process.execPath, '-e', PROBE_SOURCE] };
+}
+
+function runChild(
+  pid: number,
+  targets: string[],
+  program: ProbeProgram,
+  timeoutMs: number,
+): Promise<ChildReport> {
+  const args =
+    'shell' in program
+      ? [
+          program.shell,
+          '-c',
+          SHELL_PROBE,
+          'probe',
+          String(Math.ceil(timeoutMs / 1000)),
+          SELF_TARGET,
+          ...targets,
+        ]
+      : [...program.argv, JSON.stringify(targets), String(timeoutMs)];
   return new Promise((resolve, reject) => {
     execFile(
       'nsenter',
-      argv,
-      { encoding: 'utf8', timeout: opts.timeoutMs + 10_000 },
+      ['--net=/proc/' + pid + '/ns/net', '--', ...args],
+      { encoding: 'utf8', timeout: timeoutMs + 10_000, maxBuffer: 1024 * 1024 },
       (err, stdout, stderr) => {
         if (err) {
           const e = err as NodeJS.ErrnoException;
           const why =
             e.code === 'ENOENT' ? 'nsenter is not installed (util-linux)' : stderr.trim() || e.message;
           return reject(new ProbeError(why));
+        }
+        if ('shell' in program) {
+          const report = parseShellReport(stdout, targets);
+          if (report) return resolve(report);
+          return reject(
+            new ProbeError(`unreadable probe output: ${stdout.slice(0, 200) || stderr.slice(0, 200)}`),
+          );
         }
         try {
           const report = JSON.parse(stdout.trim().split('\n').pop() ?? '') as ChildReport;
@@ -163,17 +198,15 @@ export async function probeEgress(
   subject: ProbeSubject,
   options: ProbeOptions = {},
 ): Promise<ProbeReport & { hostTargets: string[]; hostHits: string[] }> {
-  const opts: Required<ProbeOptions> = {
-    internetTargets: (options.internetTargets ?? DEFAULT_PROBE_TARGETS).map(checkTarget),
-    timeoutMs: options.timeoutMs ?? PROBE_TIMEOUT_MS,
-    command: options.command ?? [process.execPath, '-e', PROBE_SOURCE],
-  };
+  const internetTargets = (options.internetTargets ?? DEFAULT_PROBE_TARGETS).map(checkTarget);
+  const timeoutMs = options.timeoutMs ?? PROBE_TIMEOUT_MS;
+  const program = await probeProgram(options);
   const site = await probeSite(subject);
   const listener = await hostListener();
   try {
     const hostIps = [...new Set([...(site.gateway ? [site.gateway] : []), await primaryIPv4()])];
     const hostTargets = hostIps.map((ip) => `${ip}:${listener.port}`);
-    const report = await runChild(site.pid, [...opts.internetTargets, ...hostTargets], opts);
+    const report = await runChild(site.pid, [...internetTargets, ...hostTargets], program, timeoutMs);
     if (report.selfcheck !== 'ok')
       throw new ProbeError(
         `the probe could not connect inside the stack's network namespace (${report.selfcheck})`,
