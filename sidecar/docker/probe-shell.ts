@@ -10,19 +10,20 @@ import { access, constants } from 'node:fs/promises';
 /** A loopback port the self-check connects to: refused or accepted, either shows a working stack. */
 export const SELF_TARGET = '127.0.0.1:1';
 
-/** argv after the script: [timeout seconds, target...]; prints `ok <target>` or `no <target> <why>`. */
+/**
+ * argv after the script: [timeout seconds, target...]. Prints `ok <target>` or `no <target>` for
+ * each target that answered, bash's own `…/dev/tcp/<host>/<port>: <reason>` line before each
+ * `no`, and `end` last. Each connect is its own forked subshell, with no child of its own: the
+ * watchdog's kill ends a connect still waiting, and nothing outlives the script.
+ */
 export const SHELL_PROBE = `export LC_ALL=C
 T=$1; shift
-one() {
-  local m
-  if m=$( { exec 3<>"/dev/tcp/$1/$2"; } 2>&1 ); then echo "ok $3"; else m=\${m##*: }; echo "no $3 \${m//$'\\n'/ }"; fi
-}
 pids=()
 for t in "$@"; do
   h=\${t%:*}; h=\${h#[}; h=\${h%]}
-  one "$h" "\${t##*:}" "$t" & pids+=($!)
+  { { exec 3<>"/dev/tcp/$h/\${t##*:}"; } && echo "ok $t" || echo "no $t"; } 2>&1 & pids+=($!)
 done
-( sleep "$T" & s=$!; trap 'kill $s 2>/dev/null; exit 0' TERM; wait $s; kill "\${pids[@]}" 2>/dev/null ) & w=$!
+( trap 'exit 0' TERM; read -r -t "$T" <> <(:); kill "\${pids[@]}" ) >/dev/null 2>&1 & w=$!
 wait "\${pids[@]}" 2>/dev/null
 kill $w 2>/dev/null
 wait $w 2>/dev/null
@@ -55,16 +56,31 @@ export function parseShellReport(stdout: string, targets: string[]): ShellReport
   const lines = stdout.split('\n');
   if (lines.at(-1) === '') lines.pop();
   if (lines.at(-1) !== 'end') return null;
-  const seen = new Map<string, { ok: boolean; error: string }>();
+  const seen = new Map<string, boolean>();
+  // bash names the address it could not connect to as host/port, the brackets of IPv6 dropped.
+  const reasons = new Map<string, string>();
   for (const line of lines.slice(0, -1)) {
-    const [verdict, target, ...why] = line.split(' ');
-    if ((verdict !== 'ok' && verdict !== 'no') || !target) return null;
-    seen.set(target, { ok: verdict === 'ok', error: verdict === 'ok' ? '' : why.join(' ') || 'failed' });
+    if (line.startsWith('ok ') || line.startsWith('no ')) {
+      seen.set(line.slice(3), line.startsWith('ok '));
+      continue;
+    }
+    const at = line.indexOf('/dev/tcp/');
+    const colon = line.indexOf(': ', at);
+    if (at < 0 || colon < 0) continue;
+    const address = line.slice(at + '/dev/tcp/'.length, colon);
+    const slash = address.lastIndexOf('/');
+    reasons.set(`${address.slice(0, slash)}:${address.slice(slash + 1)}`, line.slice(colon + 2));
   }
-  const self = seen.get(SELF_TARGET);
-  const answered = self && (self.ok || self.error === 'Connection refused');
+  const result = (target: string) => {
+    const ok = seen.get(target);
+    if (ok === undefined) return { target, ok: false, error: 'timeout' };
+    const i = target.lastIndexOf(':');
+    const bare = `${target.slice(0, i).replace(/^\[|\]$/g, '')}:${target.slice(i + 1)}`;
+    return { target, ok, error: ok ? '' : (reasons.get(bare) ?? 'failed') };
+  };
+  const self = result(SELF_TARGET);
   return {
-    selfcheck: answered ? 'ok' : (self?.error ?? 'timeout'),
-    results: targets.map((target) => ({ target, ...(seen.get(target) ?? { ok: false, error: 'timeout' }) })),
+    selfcheck: self.ok || self.error === 'Connection refused' ? 'ok' : self.error,
+    results: targets.map(result),
   };
 }
