@@ -84,4 +84,21 @@ describe('the bash egress probe', () => {
       .filter((l) => l.includes(mark));
     assert.deepEqual(left, []);
   });
+
+  // The watchdog once ended by a TERM trap, which bash runs only when its `read` returns: now and
+  // then the probe waited out its whole timeout for nothing. With a 600 s timeout every run must
+  // still end as soon as its connects have answered.
+  it('a probe whose connects all answered does not wait for its watchdog', {
+    skip: tier('docker'),
+  }, async () => {
+    const bash = await findBash();
+    assert.ok(bash);
+    const loop = `ip link set lo up && for i in $(seq 30); do "$@" || exit 1; done`;
+    const out = execFileSync(
+      'unshare',
+      ['-n', bash, '-c', loop, 'loop', bash, '-c', SHELL_PROBE, 'probe', '600', SELF_TARGET, '1.1.1.1:443'],
+      { encoding: 'utf8', timeout: 120_000 },
+    );
+    assert.equal(out.split('\n').filter((l) => l === 'end').length, 30);
+  });
 });

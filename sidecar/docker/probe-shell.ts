@@ -14,7 +14,8 @@ export const SELF_TARGET = '127.0.0.1:1';
  * argv after the script: [timeout seconds, target...]. Prints `ok <target>` or `no <target>` for
  * each target that answered, bash's own `…/dev/tcp/<host>/<port>: <reason>` line before each
  * `no`, and `end` last. Each connect is its own forked subshell, with no child of its own: the
- * watchdog's kill ends a connect still waiting, and nothing outlives the script.
+ * watchdog's kill ends a connect still waiting, and nothing outlives the script. The watchdog is
+ * itself ended by KILL (bash runs a TERM trap only once its `read` returns: up to the timeout).
  */
 export const SHELL_PROBE = `export LC_ALL=C
 T=$1; shift
@@ -23,10 +24,9 @@ for t in "$@"; do
   h=\${t%:*}; h=\${h#[}; h=\${h%]}
   { { exec 3<>"/dev/tcp/$h/\${t##*:}"; } && echo "ok $t" || echo "no $t"; } 2>&1 & pids+=($!)
 done
-( trap 'exit 0' TERM; read -r -t "$T" <> <(:); kill "\${pids[@]}" ) >/dev/null 2>&1 & w=$!
+( read -r -t "$T" <> <(:); kill "\${pids[@]}" ) >/dev/null 2>&1 & w=$!; disown $w
 wait "\${pids[@]}" 2>/dev/null
-kill $w 2>/dev/null
-wait $w 2>/dev/null
+kill -KILL $w 2>/dev/null
 echo end
 `;
 
