@@ -13,6 +13,7 @@ import { BuildImages, DEFAULT_BUILD_GC_EVERY_MS, DEFAULT_BUILD_KEEP_MS } from '.
 import { type ComposeFlavor, detectComposeTool } from './docker/compose-tool.ts';
 import { dockerClient, EngineState } from './docker/engine.ts';
 import { setUpRuntimes } from './docker/gvisor.ts';
+import { findBash } from './docker/probe-shell.ts';
 import { sparesEnabledFromEnv } from './docker/spare-execs.ts';
 import { subnetAllocatorFromEnv } from './docker/subnets.ts';
 import { handlers, undoInterrupted } from './handlers/index.ts';
@@ -158,7 +159,7 @@ async function serve(opts: SidecarOptions): Promise<number> {
     docker,
     engineState: new EngineState(),
     builds: new BuildImages(),
-    probe: { internetTargets: probeTargets(), nodeCommand: await probeCommand() },
+    probe: { internetTargets: probeTargets(), nodeCommand: await probeCommand(), shell: await findBash() },
     log,
     readers: new Map(),
     hold: testHold(dataDir, log),

@@ -29,6 +29,8 @@ export interface ProbeOptions {
    * by default; a packaged sidecar passes its own verb.
    */
   nodeCommand?: string[];
+  /** The host's bash, found once at start (probe-shell.ts `findBash`); looked up per probe when absent. */
+  shell?: string | null;
 }
 
 export interface ProbeReport {
@@ -139,7 +141,7 @@ type ProbeProgram = { shell: string } | { argv: string[] };
 /** An explicit command, else the host's bash, else Node (`node -e`, or a packaged sidecar's verb). */
 async function probeProgram(options: ProbeOptions): Promise<ProbeProgram> {
   if (options.command) return { argv: options.command };
-  const shell = await findBash();
+  const shell = options.shell !== undefined ? options.shell : await findBash();
   if (shell) return { shell };
   return { argv: options.nodeCommand ?? [process.execPath, '-e', PROBE_SOURCE] };
 }
